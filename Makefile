@@ -1,0 +1,38 @@
+# layoutgen — the two quick-start commands are `make render` and `make test`.
+# Both create .venv and install what they need on a fresh machine.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: render test lint typecheck bench schema clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+# The main job on the bundled example layouts.
+render: $(STAMP)
+	$(BIN)/layoutgen validate layouts/*.yaml
+	@echo "make render: all example layouts in layouts/ are valid (rendering arrives with issue 5)."
+
+lint: $(STAMP)
+	$(BIN)/ruff check layoutgen tests
+	$(BIN)/ruff format --check layoutgen tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+test: $(STAMP) lint typecheck
+	$(BIN)/pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python tests/bench/run.py
+
+schema: $(STAMP)
+	$(BIN)/layoutgen schema > layouts/schema/spec.schema.json
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,90 @@
+"""Command line: maps flags onto one function per command, and errors onto exit codes.
+
+Exit codes (documented in the README):
+  0  success (valid / up to date)
+  1  invalid input, a layout that does not fit, or any other user-facing error
+  2  usage error (unknown option, missing argument)
+
+Only this module prints.  Each command imports what it needs when it runs,
+so ``layoutgen validate`` does not pay for rendering or GGUF code.
+"""
+
+from __future__ import annotations
+
+import enum
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    name="layoutgen",
+    help="Declarative deployment generator for local LLM inference.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+class Format(str, enum.Enum):
+    gcc = "gcc"
+    github = "github"
+
+
+@app.command()
+def validate(
+    specs: Annotated[list[Path], typer.Argument(help="spec files (layouts/*.yaml)")],
+    fmt: Annotated[
+        Format, typer.Option("--format", help="gcc: path:line:col lines; github: annotations")
+    ] = Format.gcc,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="show each service's settings and their origin")
+    ] = False,
+) -> None:
+    """Check specs: schema, references, consistency. Exit 0 valid, 1 invalid."""
+    from layoutgen.errors import InvalidInput
+    from layoutgen.roles import explain as explain_service
+    from layoutgen.validate import validate_file
+
+    failed = 0
+    for path in specs:
+        name = str(path)
+        try:
+            result = validate_file(path, name)
+        except InvalidInput as exc:
+            failed += 1
+            for diag in exc.diagnostics:
+                print(diag.github() if fmt is Format.github else diag.gcc())
+            errors = sum(1 for d in exc.diagnostics if d.severity.value == "error")
+            print(f"{name}: invalid ({_count(errors, 'error')})", file=sys.stderr)
+            continue
+        for diag in result.warnings:
+            print(diag.github() if fmt is Format.github else diag.gcc())
+        if explain:
+            for rs in result.services:
+                print("\n".join(explain_service(rs)))
+        summary = f"{name}: valid ({_count(len(result.services), 'service')}"
+        if result.warnings:
+            summary += f", {_count(len(result.warnings), 'warning')}"
+        print(summary + ")", file=sys.stderr)
+    raise typer.Exit(1 if failed else 0)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of the spec (for editors and yaml-language-server)."""
+    import json
+
+    from layoutgen.spec import json_schema
+
+    print(json.dumps(json_schema(), indent=2, sort_keys=True))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def main() -> None:
+    app()

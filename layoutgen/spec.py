@@ -1,0 +1,326 @@
+"""The spec schema: the only pydantic models in layoutgen.
+
+A spec describes one host, the models on it, the runtimes that serve them and
+the services to run.  Everything is ``extra="forbid"`` and frozen: a typo is
+an error, not a silently ignored key.  Fields a role provides a default for
+are ``None`` here ("not written"); :mod:`layoutgen.roles` fills them and
+remembers where each value came from, so ``validate --explain`` can say.
+
+Field descriptions double as help: they appear in the JSON Schema (editor
+hovers) and in "missing key" messages.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
+
+from layoutgen.sizes import SIZE_PATTERN, parse_size
+
+SCHEMA_VERSION = 1
+
+
+def _size(value: object) -> int:
+    return parse_size(value)
+
+
+Size = Annotated[
+    int,
+    BeforeValidator(_size),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": SIZE_PATTERN},
+            ],
+            "description": "bytes, or a number with a unit: 96GiB, 97247MiB, 8GB",
+        }
+    ),
+]
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+def _name(value: object) -> object:
+    # Service and host names become file, unit and container names.
+    if isinstance(value, str) and not _NAME.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid name: use lowercase letters, digits and '-', "
+            "starting with a letter or digit (it becomes file, unit and container names)"
+        )
+    return value
+
+
+def _ident(value: object) -> object:
+    if isinstance(value, str) and not _ID.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid id: use letters, digits, '_', '.' and '-', "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+Name = Annotated[str, BeforeValidator(_name)]
+Ident = Annotated[str, BeforeValidator(_ident)]
+
+LAYER_RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
+
+
+def _layers(value: object) -> object:
+    """Accept ``[3, 4, 10-12]``: numbers and inclusive ``a-b`` ranges."""
+    if not isinstance(value, list):
+        return value
+    out: list[object] = []
+    for item in value:
+        if isinstance(item, str):
+            m = LAYER_RANGE.match(item)
+            if m is None:
+                raise ValueError(
+                    f"cannot read layer {item!r}: write a layer number (12) "
+                    "or an inclusive range ('3-10')"
+                )
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if lo > hi:
+                raise ValueError(f"layer range {item!r} runs backwards: write '{hi}-{lo}'")
+            out.extend(range(lo, hi + 1))
+        else:
+            out.append(item)
+    return out
+
+
+LayerList = Annotated[
+    tuple[Annotated[int, Field(ge=0)], ...],
+    BeforeValidator(_layers),
+    WithJsonSchema(
+        {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {"type": "integer", "minimum": 0},
+                    {"type": "string", "pattern": r"^\s*\d+\s*-\s*\d+\s*$"},
+                ]
+            },
+        }
+    ),
+]
+
+KVType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1", "q6_0"]
+Role = Literal["orchestrator", "worker", "batch", "embedding"]
+RuntimeKind = Literal["llama.cpp", "ik_llama.cpp", "vllm"]
+HeatPolicy = Literal["head-tail", "head", "tail", "even"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------- host
+
+
+class Cpu(Strict):
+    cores: int = Field(ge=1, description="physical cores, e.g. 16")
+    threads: int = Field(ge=1, description="hardware threads (SMT), e.g. 32")
+
+    @model_validator(mode="after")
+    def _threads_cover_cores(self) -> Cpu:
+        if self.threads < self.cores:
+            raise ValueError(
+                f"threads ({self.threads}) cannot be fewer than cores ({self.cores}); "
+                f"write threads: {self.cores} without SMT, {2 * self.cores} with it"
+            )
+        return self
+
+
+class Gpu(Strict):
+    id: Ident = Field(description="the name services use for this GPU, e.g. gpu0")
+    index: int = Field(ge=0, description="NVML/CDI index (nvidia.com/gpu=INDEX)")
+    vram: Size = Field(description="total memory as NVML reports it, e.g. 97247MiB")
+    reserve: Size = Field(description="memory layoutgen must leave free (display, other users)")
+    name: str | None = Field(default=None, description="model name, for people")
+
+
+class Host(Strict):
+    name: Name = Field(description="host name; rendered files go to out/<name>/")
+    cpu: Cpu = Field(description="CPU topology: cores and threads")
+    ram: Size = Field(description="installed RAM, e.g. 768GiB")
+    ram_reserve: Size = Field(description="RAM kept for the OS and everything else, e.g. 32GiB")
+    gpus: tuple[Gpu, ...] = Field(default=(), description="GPUs; empty for a CPU-only host")
+    podman: str = Field(
+        default="4.4",
+        pattern=r"^\d+\.\d+(\.\d+)?$",
+        description="podman version on the host; decides which quadlet keys are rendered",
+    )
+
+
+# ------------------------------------------------------------------ models
+
+
+class Model(Strict):
+    path: str = Field(
+        description="absolute path of the GGUF on the host (first shard of a split model)"
+    )
+    profile: str = Field(description="model profile file, relative to this spec")
+
+
+class Runtime(Strict):
+    kind: RuntimeKind = Field(description="llama.cpp, ik_llama.cpp or vllm")
+    image: str | None = Field(default=None, description="container image to run")
+    binary: str | None = Field(default=None, description="absolute path of a native server")
+
+    @model_validator(mode="after")
+    def _one_of_image_or_binary(self) -> Runtime:
+        if (self.image is None) == (self.binary is None):
+            raise ValueError(
+                "give exactly one of 'image' (a container image) or 'binary' "
+                "(an absolute path of a native server)"
+            )
+        return self
+
+
+# ------------------------------------------------------------------ experts
+
+
+class ExpertsAuto(Strict):
+    """Fill the VRAM left after fixed services with expert layers, hottest first."""
+
+    mode: Literal["auto"] = "auto"
+    policy: HeatPolicy = Field(
+        default="head-tail", description="which expert layers are hottest (seed 001: head-tail)"
+    )
+    max_layers: int | None = Field(
+        default=None, ge=0, description="at most this many expert layers on GPUs"
+    )
+
+
+class ExpertsHost(Strict):
+    """Every expert tensor in host RAM (--cpu-moe)."""
+
+    mode: Literal["host"] = "host"
+
+
+class ExpertsGpu(Strict):
+    """Experts stay with their layers on the GPUs (a fully resident model)."""
+
+    mode: Literal["gpu"] = "gpu"
+
+
+class ExpertsNCpuMoe(Strict):
+    """The experts of the first ``n`` layers in host RAM (--n-cpu-moe N)."""
+
+    mode: Literal["n-cpu-moe"] = "n-cpu-moe"
+    n: int = Field(ge=0, description="layers 0..n-1 keep their experts in host RAM")
+
+
+class ExpertsExplicit(Strict):
+    """Expert layers pinned per GPU id; every other expert layer stays in host RAM."""
+
+    mode: Literal["explicit"] = "explicit"
+    layers: dict[Ident, LayerList] = Field(
+        description="GPU id → expert layers, e.g. {gpu0: [3-10, 20, 30]}"
+    )
+
+
+def _experts_shorthand(value: object) -> object:
+    if isinstance(value, str):
+        return {"mode": value}
+    return value
+
+
+Experts = Annotated[
+    ExpertsAuto | ExpertsHost | ExpertsGpu | ExpertsNCpuMoe | ExpertsExplicit,
+    Field(discriminator="mode"),
+    BeforeValidator(_experts_shorthand),
+]
+
+EXPERT_MODES = ("auto", "host", "gpu", "n-cpu-moe", "explicit")
+
+
+# ----------------------------------------------------------------- services
+
+
+class Measured(Strict):
+    """Buffer sizes measured from a runtime's start-up log (``layoutgen calibrate``)."""
+
+    weights: Size | None = None
+    kv: Size | None = None
+    compute: Size | None = None
+
+
+class Service(Strict):
+    model: Ident = Field(description="model id from 'models'")
+    runtime: Ident = Field(description="runtime id from 'runtimes'")
+    role: Role = Field(description="orchestrator, worker, batch or embedding; brings defaults")
+    port: int = Field(ge=1, le=65535, description="TCP port the server listens on")
+    ctx: int = Field(ge=1, description="context in tokens, total over all parallel slots")
+    gpus: tuple[Ident, ...] | None = Field(
+        default=None, description="GPU ids this service may use (role default otherwise)"
+    )
+    parallel: int | None = Field(default=None, ge=1, description="slots (--parallel)")
+    cache_type_k: KVType | None = Field(default=None, description="K cache type (-ctk)")
+    cache_type_v: KVType | None = Field(default=None, description="V cache type (-ctv)")
+    batch: int | None = Field(default=None, ge=1, description="logical batch size (-b)")
+    ubatch: int | None = Field(default=None, ge=1, description="physical batch size (-ub)")
+    threads: int | None = Field(default=None, ge=1, description="generation threads (-t)")
+    threads_batch: int | None = Field(
+        default=None, ge=1, description="prompt-processing threads (-tb)"
+    )
+    experts: Experts | None = Field(default=None, description="where expert layers go")
+    reasoning: bool | None = Field(
+        default=None, description="allow thinking; false renders a zero reasoning budget"
+    )
+    mlock: bool | None = Field(default=None, description="lock weights in RAM (--mlock)")
+    priority: int = Field(
+        default=0, description="among 'experts: auto' services, higher fills GPUs first"
+    )
+    expose: bool = Field(
+        default=False,
+        description="listen on all interfaces (0.0.0.0) instead of 127.0.0.1; validate warns",
+    )
+    after: tuple[Name, ...] = Field(default=(), description="services that must be up first")
+    conflicts: tuple[Name, ...] = Field(
+        default=(), description="services that never run at the same time as this one"
+    )
+    capabilities: tuple[Annotated[str, Field(pattern=r"^[A-Z][A-Z_]*$")], ...] = Field(
+        default=(), description="Linux capabilities to add, e.g. [SYS_NICE]"
+    )
+    args: tuple[str, ...] = Field(
+        default=(), description="extra runtime arguments, passed through last"
+    )
+    measured: dict[str, Measured] = Field(
+        default_factory=dict,
+        description="measured buffer sizes by runtime buffer name (CUDA0, CUDA_Host, ...)",
+    )
+
+
+class Spec(Strict):
+    """A layoutgen spec: one host and what runs on it."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        title="layoutgen spec",
+        json_schema_extra={"$id": "https://layoutgen.invalid/schema/spec.schema.json"},
+    )
+
+    version: Literal[1] = Field(default=1, description="spec format version")
+    host: Host
+    models: dict[Ident, Model] = Field(default_factory=dict)
+    runtimes: dict[Ident, Runtime] = Field(default_factory=dict)
+    services: dict[Name, Service] = Field(default_factory=dict)
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema editors use (``layoutgen schema``)."""
+    schema = Spec.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema
