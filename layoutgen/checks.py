@@ -8,11 +8,13 @@ spec paths) out.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from layoutgen.errors import Problem, Severity
 from layoutgen.roles import ResolvedService
+from layoutgen.sizes import format_size
 from layoutgen.spec import ExpertsExplicit, ExpertsGpu, ExpertsHost, Spec
 
 
@@ -20,6 +22,8 @@ from layoutgen.spec import ExpertsExplicit, ExpertsGpu, ExpertsHost, Spec
 class Owned:
     flags: tuple[str, ...]
     instead: str
+    #: Why the flag is refused; most are "decided by layoutgen".
+    reason: str = "is decided by layoutgen"
 
 
 #: Flags whose value layoutgen decides.  Each names the spec key to use.
@@ -43,12 +47,17 @@ OWNED: tuple[Owned, ...] = (
     Owned(("--host",), "services bind 127.0.0.1; use 'expose: true' to listen on all interfaces"),
     Owned(("--port",), "use 'port:'"),
     Owned(("--mlock",), "use 'mlock: true'"),
-    Owned(("-ts", "--tensor-split", "-dev", "--device", "-mg", "--main-gpu"),
-          "use 'gpus:' (layoutgen splits layers across the service's GPUs)"),
+    Owned(
+        ("-ts", "--tensor-split", "-dev", "--device", "-mg", "--main-gpu"),
+        "use 'gpus:' (layoutgen splits layers across the service's GPUs)",
+    ),
     Owned(("-fit", "--fit"), "layoutgen pins placement itself and renders '-fit off'"),
     Owned(("--reasoning-budget",), "use 'reasoning: false' (or true)"),
-    Owned(("--api-key",), "an API key in args would be written into rendered files; "
-                          "pass '--api-key-file PATH' instead"),
+    Owned(
+        ("--api-key",),
+        "pass '--api-key-file PATH' instead",
+        reason="would write a secret into rendered files",
+    ),
 )
 _OWNED_BY_FLAG = {flag: owned for owned in OWNED for flag in owned.flags}
 
@@ -71,24 +80,36 @@ def check(spec: Spec, services: tuple[ResolvedService, ...]) -> list[Problem]:
 def _host(spec: Spec) -> Iterator[Problem]:
     host = spec.host
     if host.ram_reserve >= host.ram:
-        yield Problem(("host", "ram_reserve"),
-                      "host.ram_reserve: the reserve must be smaller than host.ram")
+        yield Problem(
+            ("host", "ram_reserve"),
+            f"host.ram_reserve: "
+            f"{format_size(host.ram_reserve)} must be smaller than host.ram "
+            f"({format_size(host.ram)})",
+        )
     seen_ids: dict[str, int] = {}
     seen_index: dict[int, int] = {}
     for i, gpu in enumerate(host.gpus):
         if gpu.id in seen_ids:
-            yield Problem(("host", "gpus", i, "id"),
-                          f"host.gpus[{i}].id: GPU id {gpu.id!r} is already used by "
-                          f"host.gpus[{seen_ids[gpu.id]}]; give each GPU its own id")
+            yield Problem(
+                ("host", "gpus", i, "id"),
+                f"host.gpus[{i}].id: GPU id {gpu.id!r} is already used by "
+                f"host.gpus[{seen_ids[gpu.id]}]; give each GPU its own id",
+            )
         seen_ids.setdefault(gpu.id, i)
         if gpu.index in seen_index:
-            yield Problem(("host", "gpus", i, "index"),
-                          f"host.gpus[{i}].index: index {gpu.index} is already used by "
-                          f"host.gpus[{seen_index[gpu.index]}]; each physical GPU appears once")
+            yield Problem(
+                ("host", "gpus", i, "index"),
+                f"host.gpus[{i}].index: index {gpu.index} is already used by "
+                f"host.gpus[{seen_index[gpu.index]}]; each physical GPU appears once",
+            )
         seen_index.setdefault(gpu.index, i)
         if gpu.reserve >= gpu.vram:
-            yield Problem(("host", "gpus", i, "reserve"),
-                          f"host.gpus[{i}].reserve: the reserve must be smaller than vram")
+            yield Problem(
+                ("host", "gpus", i, "reserve"),
+                f"host.gpus[{i}].reserve: "
+                f"{format_size(gpu.reserve)} must be smaller than the GPU's vram "
+                f"({format_size(gpu.vram)})",
+            )
 
 
 def _references(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
@@ -97,30 +118,46 @@ def _references(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[P
         svc, name = rs.service, rs.name
         base = ("services", name)
         if svc.model not in spec.models:
-            yield Problem((*base, "model"), f"services.{name}.model: no model {svc.model!r} "
-                          f"under 'models:'{_known(list(spec.models))}")
+            yield Problem(
+                (*base, "model"),
+                f"services.{name}.model: no model {svc.model!r} "
+                f"under 'models:'{_known(list(spec.models), svc.model)}",
+            )
         if svc.runtime not in spec.runtimes:
-            yield Problem((*base, "runtime"), f"services.{name}.runtime: no runtime "
-                          f"{svc.runtime!r} under 'runtimes:'{_known(list(spec.runtimes))}")
+            yield Problem(
+                (*base, "runtime"),
+                f"services.{name}.runtime: no runtime "
+                f"{svc.runtime!r} under 'runtimes:'{_known(list(spec.runtimes), svc.runtime)}",
+            )
         else:
             runtime = spec.runtimes[svc.runtime]
             if runtime.kind == "vllm":
-                yield Problem((*base, "runtime"), f"services.{name}.runtime: vllm services "
-                              "cannot be planned yet; use a llama.cpp or ik_llama.cpp runtime")
+                yield Problem(
+                    (*base, "runtime"),
+                    f"services.{name}.runtime: vllm services "
+                    "cannot be planned yet; use a llama.cpp or ik_llama.cpp runtime",
+                )
             for key in ("cache_type_k", "cache_type_v"):
                 value = getattr(rs, key)
                 if value in IK_ONLY_KV and runtime.kind != "ik_llama.cpp":
-                    yield Problem((*base, key), f"services.{name}.{key}: {value} is an "
-                                  f"ik_llama.cpp cache type; {runtime.kind} has q8_0, q5_1, "
-                                  "q5_0, iq4_nl, q4_1, q4_0")
+                    yield Problem(
+                        (*base, key),
+                        f"services.{name}.{key}: {value} is an "
+                        f"ik_llama.cpp cache type; {runtime.kind} has q8_0, q5_1, "
+                        "q5_0, iq4_nl, q4_1, q4_0",
+                    )
         seen: set[str] = set()
         for i, gpu in enumerate(svc.gpus or ()):
             if gpu not in gpu_ids:
-                yield Problem((*base, "gpus", i), f"services.{name}.gpus[{i}]: no GPU {gpu!r} "
-                              f"under host.gpus{_known(gpu_ids)}")
+                yield Problem(
+                    (*base, "gpus", i),
+                    f"services.{name}.gpus[{i}]: no GPU {gpu!r} "
+                    f"under host.gpus{_known(gpu_ids, gpu)}",
+                )
             if gpu in seen:
-                yield Problem((*base, "gpus", i),
-                              f"services.{name}.gpus[{i}]: GPU {gpu!r} is listed twice")
+                yield Problem(
+                    (*base, "gpus", i), f"services.{name}.gpus[{i}]: GPU {gpu!r} is listed twice"
+                )
             seen.add(gpu)
 
 
@@ -129,17 +166,22 @@ def _ports(spec: Spec) -> Iterator[Problem]:
     for name in sorted(spec.services):
         svc = spec.services[name]
         if svc.port in owner:
-            yield Problem(("services", name, "port"),
-                          f"services.{name}.port: port {svc.port} is already used by service "
-                          f"{owner[svc.port]!r}; ports must be unique on host "
-                          f"{spec.host.name!r}")
+            yield Problem(
+                ("services", name, "port"),
+                f"services.{name}.port: port {svc.port} is already used by service "
+                f"{owner[svc.port]!r}; ports must be unique on host "
+                f"{spec.host.name!r}",
+            )
         else:
             owner[svc.port] = name
         if svc.expose:
-            yield Problem(("services", name, "expose"),
-                          f"services.{name}.expose: listens on 0.0.0.0 (all interfaces); "
-                          "llama.cpp servers have no authentication by default, keep this "
-                          "behind a firewall or remove 'expose'", Severity.WARNING)
+            yield Problem(
+                ("services", name, "expose"),
+                f"services.{name}.expose: listens on 0.0.0.0 (all interfaces); "
+                "llama.cpp servers have no authentication by default, keep this "
+                "behind a firewall or remove 'expose'",
+                Severity.WARNING,
+            )
 
 
 def _sizes(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
@@ -148,41 +190,60 @@ def _sizes(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Proble
         base, name = ("services", rs.name), rs.name
         if rs.ubatch > rs.batch:
             key = "ubatch" if "ubatch" in rs.service.model_fields_set else "batch"
-            yield Problem((*base, key), f"services.{name}.{key}: ubatch ({rs.ubatch}) cannot "
-                          f"exceed batch ({rs.batch}); llama.cpp would clamp it. Write "
-                          f"ubatch: {rs.batch} or batch: {rs.ubatch}")
+            yield Problem(
+                (*base, key),
+                f"services.{name}.{key}: ubatch ({rs.ubatch}) cannot "
+                f"exceed batch ({rs.batch}); llama.cpp would clamp it. Write "
+                f"ubatch: {rs.batch} or batch: {rs.ubatch}",
+            )
         if rs.service.ctx % rs.parallel:
             ctx, n = rs.service.ctx, rs.parallel
             lower, upper = ctx - ctx % n, ctx - ctx % n + n
-            yield Problem((*base, "ctx"), f"services.{name}.ctx: {ctx} tokens do not divide "
-                          f"evenly over parallel {n} slots; write ctx: {lower} or ctx: {upper}")
+            yield Problem(
+                (*base, "ctx"),
+                f"services.{name}.ctx: {ctx} tokens do not divide "
+                f"evenly over parallel {n} slots; write ctx: {lower} or ctx: {upper}",
+            )
         for key in ("threads", "threads_batch"):
             value = getattr(rs, key)
             if value is not None and value > threads:
-                yield Problem((*base, key), f"services.{name}.{key}: {value} exceeds the "
-                              f"host's {threads} hardware threads (host.cpu.threads)")
+                yield Problem(
+                    (*base, key),
+                    f"services.{name}.{key}: {value} exceeds the "
+                    f"host's {threads} hardware threads (host.cpu.threads)",
+                )
 
 
 def _experts(services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
     for rs in services:
         base, name, experts = ("services", rs.name), rs.name, rs.experts
         if not rs.gpus and not isinstance(experts, ExpertsHost | ExpertsGpu):
-            yield Problem((*base, "experts"), f"services.{name}.experts: mode "
-                          f"'{experts.mode}' places experts on GPUs, but this service has no "
-                          "GPUs; write 'experts: host' or give it 'gpus:'")
+            yield Problem(
+                (*base, "experts"),
+                f"services.{name}.experts: mode "
+                f"'{experts.mode}' places experts on GPUs, but this service has no "
+                "GPUs; write 'experts: host' or give it 'gpus:'",
+            )
         if not isinstance(experts, ExpertsExplicit):
             continue
         owner: dict[int, str] = {}
         for gpu, layers in experts.layers.items():
             if gpu not in rs.gpus:
-                yield Problem((*base, "experts", "layers", gpu), f"services.{name}.experts."
-                              f"layers.{gpu}: GPU {gpu!r} is not one of this service's GPUs "
-                              f"({', '.join(rs.gpus) or 'none'})", at_key=True)
+                yield Problem(
+                    (*base, "experts", "layers", gpu),
+                    f"services.{name}.experts."
+                    f"layers.{gpu}: GPU {gpu!r} is not one of this service's GPUs "
+                    f"({', '.join(rs.gpus) or 'none'})",
+                    at_key=True,
+                )
             for layer in layers:
                 if layer in owner and owner[layer] != gpu:
-                    yield Problem((*base, "experts", "layers", gpu), f"services.{name}.experts."
-                                  f"layers.{gpu}: layer {layer} is also placed on "
-                                  f"{owner[layer]!r}; a layer's experts go to one GPU")
+                    yield Problem(
+                        (*base, "experts", "layers", gpu),
+                        f"services.{name}.experts."
+                        f"layers.{gpu}: layer {layer} is also placed on "
+                        f"{owner[layer]!r}; a layer's experts go to one GPU",
+                    )
                 owner.setdefault(layer, gpu)
 
 
@@ -193,13 +254,17 @@ def _args(spec: Spec) -> Iterator[Problem]:
             flag = arg.split("=", 1)[0]
             owned = _OWNED_BY_FLAG.get(flag)
             if owned is not None:
-                yield Problem(path, f"services.{name}.args[{i}]: {flag} is decided by "
-                              f"layoutgen; {owned.instead}")
+                yield Problem(
+                    path, f"services.{name}.args[{i}]: {flag} {owned.reason}; {owned.instead}"
+                )
             elif arg.startswith("-") and " " in arg.strip():
                 parts = arg.split()
-                yield Problem(path, f"services.{name}.args[{i}]: {arg!r} would reach the "
-                              "runtime as one argument; write one list item per argument: "
-                              + ", ".join(repr(p) for p in parts))
+                yield Problem(
+                    path,
+                    f"services.{name}.args[{i}]: {arg!r} would reach the "
+                    "runtime as one argument; write one list item per argument: "
+                    + ", ".join(repr(p) for p in parts),
+                )
 
 
 def _ordering(spec: Spec) -> Iterator[Problem]:
@@ -209,18 +274,25 @@ def _ordering(spec: Spec) -> Iterator[Problem]:
         for key in ("after", "conflicts"):
             for i, other in enumerate(getattr(svc, key)):
                 if other == name:
-                    yield Problem(("services", name, key, i),
-                                  f"services.{name}.{key}[{i}]: a service cannot name itself")
+                    yield Problem(
+                        ("services", name, key, i),
+                        f"services.{name}.{key}[{i}]: a service cannot name itself",
+                    )
                 elif other not in spec.services:
-                    yield Problem(("services", name, key, i), f"services.{name}.{key}[{i}]: "
-                                  f"no service {other!r}{_known(names)}")
+                    yield Problem(
+                        ("services", name, key, i),
+                        f"services.{name}.{key}[{i}]: no service {other!r}{_known(names, other)}",
+                    )
     cycle = _cycle(spec)
     if cycle:
         first = cycle[0]
         idx = spec.services[first].after.index(cycle[1])
-        yield Problem(("services", first, "after", idx), f"services.{first}.after: start order "
-                      "has a cycle: " + " -> ".join(cycle) + "; remove one of these 'after' "
-                      "entries")
+        yield Problem(
+            ("services", first, "after", idx),
+            f"services.{first}.after: start order "
+            "has a cycle: " + " -> ".join(cycle) + "; remove one of these 'after' "
+            "entries",
+        )
 
 
 def _cycle(spec: Spec) -> list[str] | None:
@@ -233,7 +305,7 @@ def _cycle(spec: Spec) -> list[str] | None:
             if nxt not in spec.services or nxt == node:
                 continue
             if state.get(nxt) == 1:
-                return [*trail[trail.index(nxt):], nxt]
+                return [*trail[trail.index(nxt) :], nxt]
             if nxt not in state:
                 found = visit(nxt, [*trail, nxt])
                 if found:
@@ -249,7 +321,11 @@ def _cycle(spec: Spec) -> list[str] | None:
     return None
 
 
-def _known(names: list[str]) -> str:
+def _known(names: list[str], word: str) -> str:
+    """What the user could have meant: the closest name, else every defined one."""
     if not names:
         return " (none are defined)"
-    return " (defined: " + ", ".join(sorted(names)) + ")"
+    close = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return " (defined: " + ", ".join(sorted(set(names))) + ")"

@@ -28,14 +28,16 @@ app = typer.Typer(
 )
 
 
-class Format(str, enum.Enum):
+class Format(enum.StrEnum):
     gcc = "gcc"
     github = "github"
 
 
 @app.command()
 def validate(
-    specs: Annotated[list[Path], typer.Argument(help="spec files (layouts/*.yaml)")],
+    specs: Annotated[
+        list[Path], typer.Argument(help="spec files (layouts/*.yaml)", metavar="SPEC...")
+    ],
     fmt: Annotated[
         Format, typer.Option("--format", help="gcc: path:line:col lines; github: annotations")
     ] = Format.gcc,

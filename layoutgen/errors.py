@@ -8,13 +8,13 @@ else is a bug in layoutgen rather than a mistake in the user's input.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 #: A path into a YAML document: mapping keys and sequence indexes, outermost first.
 SpecPath = tuple[str | int, ...]
 
 
-class Severity(str, Enum):
+class Severity(StrEnum):
     ERROR = "error"
     WARNING = "warning"
 

@@ -18,6 +18,36 @@ from pydantic_core import ErrorDetails
 
 from layoutgen.errors import Problem, SpecPath
 
+#: Names people bring from llama.cpp flags or other tools, and the spec key meant.
+ALIASES = {
+    "ctx_size": "ctx",
+    "ctx-size": "ctx",
+    "context": "ctx",
+    "n_ctx": "ctx",
+    "np": "parallel",
+    "n_parallel": "parallel",
+    "slots": "parallel",
+    "ctk": "cache_type_k",
+    "ctv": "cache_type_v",
+    "cache-type-k": "cache_type_k",
+    "cache-type-v": "cache_type_v",
+    "batch_size": "batch",
+    "ubatch_size": "ubatch",
+    "threads-batch": "threads_batch",
+    "host": "expose",
+    "bind": "expose",
+    "listen": "expose",
+    "gpu": "gpus",
+    "devices": "gpus",
+    "depends_on": "after",
+    "requires": "after",
+    "cap_add": "capabilities",
+    "extra_args": "args",
+    "flags": "args",
+    "memory": "ram",
+    "vram_reserve": "reserve",
+}
+
 
 def problems_from(errors: list[ErrorDetails], data: Any, root: type[BaseModel]) -> list[Problem]:
     return [_problem(err, data, root) for err in errors]
@@ -30,6 +60,8 @@ def _problem(err: ErrorDetails, data: Any, root: type[BaseModel]) -> Problem:
         loc = loc[:-1]
     path = _user_path(data, loc)
     kind = err["type"]
+    if kind == "union_tag_invalid" and isinstance(err.get("input"), dict):
+        path = (*path, "mode")  # point at the bad tag, not the whole mapping
     where = dotted(path)
     if kind == "missing":
         missing = str(loc[-1])
@@ -38,9 +70,10 @@ def _problem(err: ErrorDetails, data: Any, root: type[BaseModel]) -> Problem:
         return Problem(path, f"{_owner(path)}: missing required key '{missing}'{hint}")
     if kind == "extra_forbidden":
         known = _known_keys(root, loc[:-1])
-        return Problem(
-            path, f"{where}: unknown key {loc[-1]!r}{_suggest(str(loc[-1]), known)}", at_key=True
-        )
+        key = str(loc[-1])
+        alias = ALIASES.get(key.lower())
+        hint = f"; did you mean {alias!r}?" if alias in known else _suggest(key, known)
+        return Problem(path, f"{_owner(path)}: unknown key {key!r}{hint}", at_key=True)
     return Problem(path, f"{where}: {_message(err)}", at_key=at_key)
 
 
@@ -61,10 +94,9 @@ def _user_path(data: Any, loc: tuple[Any, ...]) -> SpecPath:
     node = data
     for i, part in enumerate(loc):
         last = i == len(loc) - 1
-        if isinstance(node, dict) and part in node:
-            out.append(part)
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+        in_dict = isinstance(node, dict) and part in node
+        in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+        if in_dict or in_list:
             out.append(part)
             node = node[part]
         elif last and isinstance(node, dict) and isinstance(part, str):
@@ -96,7 +128,9 @@ def _message(err: ErrorDetails) -> str:
         tags = str(ctx.get("expected_tags", ""))
         options = [t.strip().strip("'") for t in tags.split(",")]
         tag = str(ctx.get("tag", value))
-        return f"unknown mode {tag!r}; expected one of {tags}{_suggest(tag, options)}"
+        close = _suggest(tag, options)
+        hint = close if "did you mean" in close else ""
+        return f"unknown mode {tag!r}; expected one of {tags}{hint}"
     if kind == "union_tag_not_found":
         return "missing key 'mode' (one of 'auto', 'host', 'gpu', 'n-cpu-moe', 'explicit')"
     if kind == "greater_than_equal":

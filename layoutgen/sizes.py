@@ -64,8 +64,12 @@ def parse_size(value: object) -> int:
 
 def _unit_hint(unit: str) -> str:
     upper = unit.upper()
-    for ambiguous, binary, decimal in (("K", "KiB", "KB"), ("M", "MiB", "MB"),
-                                       ("G", "GiB", "GB"), ("T", "TiB", "TB")):
+    for ambiguous, binary, decimal in (
+        ("K", "KiB", "KB"),
+        ("M", "MiB", "MB"),
+        ("G", "GiB", "GB"),
+        ("T", "TiB", "TB"),
+    ):
         if upper in (ambiguous, ambiguous + "I"):
             return f" (ambiguous: {binary} is 1024-based, {decimal} 1000-based)"
     for known in UNITS:

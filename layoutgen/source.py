@@ -109,7 +109,9 @@ def parse(text: str, name: str, path: Path | None = None) -> Document:
             [Diagnostic(name, line, col, Severity.ERROR, _yaml_message(exc))]
         ) from None
     except YAMLError as exc:
-        raise InvalidInput([Diagnostic(name, 1, 1, Severity.ERROR, f"invalid YAML: {exc}")]) from None
+        raise InvalidInput(
+            [Diagnostic(name, 1, 1, Severity.ERROR, f"invalid YAML: {exc}")]
+        ) from None
     return Document(name, path or Path(name), tree)
 
 
@@ -119,9 +121,7 @@ def load(path: Path, name: str | None = None) -> Document:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise InvalidInput(
-            [Diagnostic(display, 0, 0, Severity.ERROR, "no such file")]
-        ) from None
+        raise InvalidInput([Diagnostic(display, 0, 0, Severity.ERROR, "no such file")]) from None
     except IsADirectoryError:
         raise InvalidInput(
             [Diagnostic(display, 0, 0, Severity.ERROR, "is a directory, not a YAML file")]
@@ -141,11 +141,13 @@ def _yaml_message(exc: Any) -> str:
     from ruamel.yaml.constructor import DuplicateKeyError
 
     if isinstance(exc, DuplicateKeyError):
-        # ruamel's text is long and points at its docs; keep the essential part.
-        first = exc.context_mark
-        key = str(exc.problem).split('"')[1] if '"' in str(exc.problem) else ""
-        where = f" (first defined at line {first.line + 1})" if first is not None else ""
-        return f"duplicate key {key!r}{where}: keep one of them"
+        # ruamel's text is long and points at its docs; keep the essential part:
+        # 'found duplicate key "port" with value "8003" (original value: "8001")'.
+        problem = str(exc.problem)
+        parts = problem.split('"')
+        key = parts[1] if len(parts) > 1 else "?"
+        original = f" (the first has value {parts[5]!r})" if len(parts) > 5 else ""
+        return f"duplicate key {key!r} in this mapping{original}; keep one of them"
     problem = (exc.problem or "").strip()
     context = (exc.context or "").strip()
     text = f"{context}, {problem}" if context and problem else problem or context

@@ -70,6 +70,24 @@ def _ident(value: object) -> object:
     return value
 
 
+def _capability(value: object) -> object:
+    if isinstance(value, str) and not re.match(r"^[A-Z][A-Z0-9_]*$", value):
+        fixed = value.upper().removeprefix("CAP_")
+        raise ValueError(
+            f"{value!r} is not a capability name: write it in upper case without CAP_, "
+            f"like {fixed!r}"
+        )
+    return value
+
+
+def _version(value: object) -> object:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)  # 5.4 written unquoted is a float in YAML
+    if isinstance(value, str) and not re.match(r"^\d+\.\d+(\.\d+)?$", value):
+        raise ValueError(f"{value!r} is not a version: write MAJOR.MINOR, e.g. '5.4'")
+    return value
+
+
 Name = Annotated[str, BeforeValidator(_name)]
 Ident = Annotated[str, BeforeValidator(_ident)]
 
@@ -155,9 +173,8 @@ class Host(Strict):
     ram: Size = Field(description="installed RAM, e.g. 768GiB")
     ram_reserve: Size = Field(description="RAM kept for the OS and everything else, e.g. 32GiB")
     gpus: tuple[Gpu, ...] = Field(default=(), description="GPUs; empty for a CPU-only host")
-    podman: str = Field(
+    podman: Annotated[str, BeforeValidator(_version)] = Field(
         default="4.4",
-        pattern=r"^\d+\.\d+(\.\d+)?$",
         description="podman version on the host; decides which quadlet keys are rendered",
     )
 
@@ -290,7 +307,7 @@ class Service(Strict):
     conflicts: tuple[Name, ...] = Field(
         default=(), description="services that never run at the same time as this one"
     )
-    capabilities: tuple[Annotated[str, Field(pattern=r"^[A-Z][A-Z_]*$")], ...] = Field(
+    capabilities: tuple[Annotated[str, BeforeValidator(_capability)], ...] = Field(
         default=(), description="Linux capabilities to add, e.g. [SYS_NICE]"
     )
     args: tuple[str, ...] = Field(
@@ -313,10 +330,16 @@ class Spec(Strict):
     )
 
     version: Literal[1] = Field(default=1, description="spec format version")
-    host: Host
-    models: dict[Ident, Model] = Field(default_factory=dict)
-    runtimes: dict[Ident, Runtime] = Field(default_factory=dict)
-    services: dict[Name, Service] = Field(default_factory=dict)
+    host: Host = Field(description="the machine: CPU, RAM and GPUs")
+    models: dict[Ident, Model] = Field(
+        default_factory=dict, description="model id -> GGUF path on the host and profile"
+    )
+    runtimes: dict[Ident, Runtime] = Field(
+        default_factory=dict, description="runtime id -> llama.cpp/ik_llama.cpp image or binary"
+    )
+    services: dict[Name, Service] = Field(
+        default_factory=dict, description="service name -> what to run and where"
+    )
 
 
 def json_schema() -> dict[str, Any]:

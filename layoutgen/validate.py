@@ -38,12 +38,29 @@ def validate_document(doc: source.Document) -> Validated:
 
     data = doc.plain()
     if data is None:
-        raise InvalidInput([Diagnostic(doc.name, 1, 1, Severity.ERROR,
-                                       "empty spec: write at least 'host:' and 'services:'")])
+        raise InvalidInput(
+            [
+                Diagnostic(
+                    doc.name,
+                    1,
+                    1,
+                    Severity.ERROR,
+                    "empty spec: write at least 'host:' and 'services:'",
+                )
+            ]
+        )
     if not isinstance(data, dict):
-        raise InvalidInput([Diagnostic(doc.name, 1, 1, Severity.ERROR,
-                                       "a spec is a mapping with keys host, models, runtimes "
-                                       "and services")])
+        raise InvalidInput(
+            [
+                Diagnostic(
+                    doc.name,
+                    1,
+                    1,
+                    Severity.ERROR,
+                    "a spec is a mapping with keys host, models, runtimes and services",
+                )
+            ]
+        )
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
@@ -65,18 +82,33 @@ def _files(spec: Spec, spec_path: Path) -> list[Problem]:
     for mid in sorted(spec.models):
         model = spec.models[mid]
         if not PurePosixPath(model.path).is_absolute():
-            problems.append(Problem(("models", mid, "path"), f"models.{mid}.path: "
-                                    f"{model.path!r} is not absolute; write the full path "
-                                    "of the GGUF on the host"))
+            problems.append(
+                Problem(
+                    ("models", mid, "path"),
+                    f"models.{mid}.path: "
+                    f"{model.path!r} is not absolute; write the full path "
+                    "of the GGUF on the host",
+                )
+            )
         profile = spec_path.parent / model.profile
         if not profile.is_file():
-            problems.append(Problem(("models", mid, "profile"), f"models.{mid}.profile: no "
-                                    f"profile file {model.profile!r} (looked for {profile}); "
-                                    "write one with 'layoutgen inspect MODEL.gguf -o FILE'"))
+            problems.append(
+                Problem(
+                    ("models", mid, "profile"),
+                    f"models.{mid}.profile: no "
+                    f"profile file {model.profile!r} (looked for {profile}); "
+                    "write one with 'layoutgen inspect MODEL.gguf -o FILE'",
+                )
+            )
     for rid in sorted(spec.runtimes):
         binary = spec.runtimes[rid].binary
         if binary is not None and not PurePosixPath(binary).is_absolute():
-            problems.append(Problem(("runtimes", rid, "binary"), f"runtimes.{rid}.binary: "
-                                    f"{binary!r} is not absolute; write the full path of the "
-                                    "server binary on the host"))
+            problems.append(
+                Problem(
+                    ("runtimes", rid, "binary"),
+                    f"runtimes.{rid}.binary: "
+                    f"{binary!r} is not absolute; write the full path of the "
+                    "server binary on the host",
+                )
+            )
     return problems

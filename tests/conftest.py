@@ -1,0 +1,51 @@
+"""Shared fixtures: the CLI runner and the ``--update-golden`` switch.
+
+Golden files (expected diagnostics under tests/cases/, and later out/) are
+the contract; ``pytest --update-golden`` rewrites them from the code, and
+review of that diff is what keeps them honest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="rewrite golden files (tests/cases/**/*.out) from the current code",
+    )
+
+
+@pytest.fixture
+def update_golden(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-golden"))
+
+
+@dataclass(frozen=True)
+class Result:
+    code: int
+    stdout: str
+    stderr: str
+
+
+def run_cli(args: Sequence[str]) -> Result:
+    """Run the layoutgen CLI in-process; exceptions other than exits propagate."""
+    from layoutgen.cli import app
+
+    result = CliRunner().invoke(app, list(args), catch_exceptions=False)
+    return Result(result.exit_code, result.stdout, result.stderr)
+
+
+@pytest.fixture
+def cli() -> object:
+    return run_cli

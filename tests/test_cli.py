@@ -1,0 +1,89 @@
+"""The validate and schema commands: output forms and exit codes (README §Exit codes)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import run_cli
+from specs import VALID, write
+
+
+def test_valid_spec_exits_0_and_summarises(tmp_path: Path) -> None:
+    spec = write(tmp_path)
+    result = run_cli(["validate", str(spec)])
+    assert result.code == 0
+    assert result.stdout == ""
+    assert result.stderr == f"{spec}: valid (2 services)\n"
+
+
+def test_every_file_is_checked_and_any_failure_exits_1(tmp_path: Path) -> None:
+    good = write(tmp_path)
+    bad = write(tmp_path, VALID.replace("ctx: 32768", "ctx: many"), "bad.yaml")
+    result = run_cli(["validate", str(bad), str(good)])
+    assert result.code == 1
+    assert result.stdout == (
+        f"{bad}:24:10: error: services.grandpa.ctx: expected a whole number, got 'many'\n"
+    )
+    assert result.stderr == f"{bad}: invalid (1 error)\n{good}: valid (2 services)\n"
+
+
+def test_github_format(tmp_path: Path) -> None:
+    bad = write(tmp_path, VALID.replace("port: 8001", "port: 8000"))
+    result = run_cli(["validate", "--format", "github", str(bad)])
+    assert result.code == 1
+    assert result.stdout == (
+        f"::error file={bad},line=32,col=11::services.worker0.port: port 8000 is already used "
+        "by service 'grandpa'; ports must be unique on host 'compute'\n"
+    )
+
+
+def test_warnings_do_not_fail(tmp_path: Path) -> None:
+    spec = write(
+        tmp_path, VALID.replace("    threads: 15\n", "    threads: 15\n    expose: true\n")
+    )
+    result = run_cli(["validate", str(spec)])
+    assert result.code == 0
+    assert result.stdout.startswith(f"{spec}:25:13: warning: services.grandpa.expose:")
+    assert result.stderr == f"{spec}: valid (2 services, 1 warning)\n"
+
+
+def test_explain(tmp_path: Path) -> None:
+    result = run_cli(["validate", "--explain", str(write(tmp_path))])
+    assert result.code == 0
+    assert "service worker0 (role worker):" in result.stdout
+    assert "  parallel = 2  (role: role worker: seed 001 found" in result.stdout
+
+
+def test_missing_file_is_an_error_not_a_traceback(tmp_path: Path) -> None:
+    result = run_cli(["validate", str(tmp_path / "nope.yaml")])
+    assert result.code == 1
+    assert result.stdout == f"{tmp_path / 'nope.yaml'}: error: no such file\n"
+
+
+def test_usage_errors_exit_2() -> None:
+    assert run_cli(["validate"]).code == 2
+    assert run_cli(["validate", "--bogus", "x.yaml"]).code == 2
+    assert run_cli(["validate", "--format", "xml", "x.yaml"]).code == 2
+
+
+def test_schema_is_json_schema_of_the_spec() -> None:
+    result = run_cli(["schema"])
+    assert result.code == 0
+    schema = json.loads(result.stdout)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    assert set(schema["required"]) == {"host"}
+    assert schema["additionalProperties"] is False
+    service = schema["$defs"]["Service"]
+    assert {"model", "runtime", "role", "port", "ctx"} <= set(service["required"])
+
+
+def test_console_script_runs(tmp_path: Path) -> None:
+    """The installed entry point, as users run it (a real process)."""
+    exe = Path(sys.executable).parent / "layoutgen"
+    proc = subprocess.run(
+        [str(exe), "validate", str(write(tmp_path))], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
