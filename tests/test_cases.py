@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from conftest import run_cli
 
 CASES = Path(__file__).parent / "cases"

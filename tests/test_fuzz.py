@@ -18,6 +18,7 @@ from ruamel.yaml import YAML
 from layoutgen.errors import InvalidInput
 from layoutgen.source import parse
 from layoutgen.validate import validate_document
+
 from specs import VALID
 
 BASE = YAML(typ="safe").load(VALID)
@@ -64,7 +65,7 @@ def mutated(draw: st.DrawFn) -> str:
             for part in path[:-1]:
                 parent = parent[part]
             key = path[-1]
-            parent[key]  # noqa: B018 - the path may be gone after an earlier mutation
+            parent[key]
         except (KeyError, IndexError, TypeError):
             continue
         op = draw(st.sampled_from(["delete", "replace", "add"]))

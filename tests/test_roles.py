@@ -8,6 +8,7 @@ from ruamel.yaml import YAML
 
 from layoutgen.roles import DEFAULTED, ROLES, explain, resolve
 from layoutgen.spec import ExpertsAuto, ExpertsGpu, ExpertsHost, Spec
+
 from specs import VALID
 
 

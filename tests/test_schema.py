@@ -7,8 +7,9 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import ROOT, run_cli
 from ruamel.yaml import YAML
+
+from conftest import ROOT, run_cli
 
 SCHEMA_DIR = ROOT / "layouts" / "schema"
 SPEC_SCHEMA = SCHEMA_DIR / "spec.schema.json"

@@ -1,0 +1,68 @@
+"""`make bench`: figures and ratios, printed; never asserted.
+
+Each benchmark is a function printing plain lines.  Timings are medians over
+repeated cold processes (what a pre-commit hook or CI step pays), next to a
+baseline measured on the same machine in the same run, so the ratio travels
+between machines better than the absolute figure.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+RUNS = 15
+
+
+def median_ms(cmd: list[str], runs: int = RUNS) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1000
+
+
+def largest_layout() -> Path:
+    layouts = sorted((ROOT / "layouts").glob("*.yaml"), key=lambda p: (-p.stat().st_size, p.name))
+    return layouts[0]
+
+
+def bench_validate() -> None:
+    spec = largest_layout()
+    base = median_ms([sys.executable, "-c", "pass"])
+    ours = median_ms([str(BIN / "layoutgen"), "validate", str(spec)])
+    print(
+        f"validate {spec.relative_to(ROOT)}: median {ours:.0f} ms over {RUNS} runs "
+        f"(python -c pass: {base:.0f} ms; ratio {ours / base:.1f}x; target <= 150 ms)"
+    )
+
+
+def _load(name: str) -> object | None:
+    path = Path(__file__).parent / f"{name}.py"
+    if not path.exists():
+        return None
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def main() -> int:
+    bench_validate()
+    for name in ("bench_inspect", "bench_solve"):
+        module = _load(name)
+        if module is not None:
+            module.main()  # type: ignore[attr-defined]
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
