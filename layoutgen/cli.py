@@ -46,31 +46,26 @@ def validate(
     ] = False,
 ) -> None:
     """Check specs: schema, references, consistency. Exit 0 valid, 1 invalid."""
-    from layoutgen.errors import InvalidInput
+    from layoutgen.errors import Severity
     from layoutgen.roles import explain as explain_service
-    from layoutgen.validate import validate_file
+    from layoutgen.validate import validate_files
 
-    failed = 0
-    for path in specs:
-        name = str(path)
-        try:
-            result = validate_file(path, name)
-        except InvalidInput as exc:
-            failed += 1
-            for diag in exc.diagnostics:
-                print(diag.github() if fmt is Format.github else diag.gcc())
-            errors = sum(1 for d in exc.diagnostics if d.severity.value == "error")
-            print(f"{name}: invalid ({_count(errors, 'error')})", file=sys.stderr)
-            continue
-        for diag in result.warnings:
+    results = validate_files([(path, str(path)) for path in specs])
+    for result in results:
+        for diag in result.diagnostics:
             print(diag.github() if fmt is Format.github else diag.gcc())
+        if result.validated is None:
+            errors = sum(1 for d in result.diagnostics if d.severity is Severity.ERROR)
+            print(f"{result.name}: invalid ({_count(errors, 'error')})", file=sys.stderr)
+            continue
         if explain:
-            for rs in result.services:
+            for rs in result.validated.services:
                 print("\n".join(explain_service(rs)))
-        summary = f"{name}: valid ({_count(len(result.services), 'service')}"
-        if result.warnings:
-            summary += f", {_count(len(result.warnings), 'warning')}"
+        summary = f"{result.name}: valid ({_count(len(result.validated.services), 'service')}"
+        if result.diagnostics:
+            summary += f", {_count(len(result.diagnostics), 'warning')}"
         print(summary + ")", file=sys.stderr)
+    failed = sum(1 for r in results if not r.ok)
     raise typer.Exit(1 if failed else 0)
 
 

@@ -112,3 +112,59 @@ def _files(spec: Spec, spec_path: Path) -> list[Problem]:
                 )
             )
     return problems
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """One file's outcome: a validated spec, or the diagnostics that refuse it."""
+
+    name: str
+    validated: Validated | None
+    diagnostics: tuple[Diagnostic, ...]
+
+    @property
+    def ok(self) -> bool:
+        return self.validated is not None
+
+
+def validate_files(paths: list[tuple[Path, str]]) -> list[FileResult]:
+    """Validate several specs; specs describing the same host share its ports."""
+    results: list[FileResult] = []
+    for path, name in paths:
+        try:
+            validated = validate_file(path, name)
+        except InvalidInput as exc:
+            results.append(FileResult(name, None, tuple(exc.diagnostics)))
+        else:
+            results.append(FileResult(name, validated, validated.warnings))
+    return _shared_hosts(results)
+
+
+def _shared_hosts(results: list[FileResult]) -> list[FileResult]:
+    owner: dict[tuple[str, int], tuple[str, str]] = {}
+    out: list[FileResult] = []
+    for result in results:
+        v = result.validated
+        if v is None:
+            out.append(result)
+            continue
+        clashes: list[Diagnostic] = []
+        for name in sorted(v.spec.services):
+            key = (v.spec.host.name, v.spec.services[name].port)
+            if key in owner and owner[key][0] != result.name:
+                other_file, other = owner[key]
+                clashes.append(
+                    v.doc.diagnostic(
+                        Problem(
+                            ("services", name, "port"),
+                            f"services.{name}.port: port {key[1]} is already used by service "
+                            f"{other!r} of host {key[0]!r} in {other_file}",
+                        )
+                    )
+                )
+            owner.setdefault(key, (result.name, name))
+        if clashes:
+            out.append(FileResult(result.name, None, tuple(sorted([*clashes, *v.warnings]))))
+        else:
+            out.append(result)
+    return out

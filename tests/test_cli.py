@@ -87,3 +87,20 @@ def test_console_script_runs(tmp_path: Path) -> None:
         [str(exe), "validate", str(write(tmp_path))], capture_output=True, text=True, check=False
     )
     assert proc.returncode == 0, proc.stderr
+
+
+def test_specs_of_one_host_share_its_ports(tmp_path: Path) -> None:
+    first = write(tmp_path, name="a.yaml")
+    # The same host, another file, a different service on a port already taken.
+    second = write(
+        tmp_path, VALID.replace("worker0:", "worker9:").replace("8000", "8100"), "b.yaml"
+    )
+    result = run_cli(["validate", str(first), str(second)])
+    assert result.code == 1
+    assert result.stdout == (
+        f"{second}:32:11: error: services.worker9.port: port 8001 is already used by service "
+        f"'worker0' of host 'compute' in {first}\n"
+    )
+    # Another host may use the same ports.
+    third = write(tmp_path, VALID.replace("name: compute", "name: tower"), "c.yaml")
+    assert run_cli(["validate", str(first), str(third)]).code == 0
