@@ -170,6 +170,25 @@ def _show(value: Any) -> str:
         return "[" + ", ".join(str(v) for v in value) + "]"
     if hasattr(value, "mode"):
         extra = {k: v for k, v in value.model_dump().items() if k != "mode" and v is not None}
-        inner = ", ".join(f"{k}: {v}" for k, v in sorted(extra.items()))
+        inner = ", ".join(f"{k}: {_show_value(v)}" for k, v in sorted(extra.items()))
         return f"{value.mode}" + (f" ({inner})" if inner else "")
     return str(value)
+
+
+def _show_value(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_show_value(v)}" for k, v in sorted(value.items())) + "}"
+    if isinstance(value, tuple | list) and all(isinstance(v, int) for v in value):
+        return "[" + ", ".join(_runs(sorted(value))) + "]"
+    return str(value)
+
+
+def _runs(numbers: list[int]) -> list[str]:
+    """[3, 4, 5, 9] -> ['3-5', '9']: layer lists as the spec writes them."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and runs[-1][1] == n - 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return [str(a) if a == b else f"{a}-{b}" for a, b in runs]

@@ -248,6 +248,8 @@ class ExpertsExplicit(Strict):
 
 
 def _experts_shorthand(value: object) -> object:
+    # 'experts: host' is short for '{mode: host}'; modes with required keys
+    # ('n-cpu-moe', 'explicit') then report those keys as missing.
     if isinstance(value, str):
         return {"mode": value}
     return value
@@ -342,8 +344,16 @@ class Spec(Strict):
     )
 
 
+SHORTHAND_EXPERT_MODES = ("auto", "host", "gpu")
+
+
 def json_schema() -> dict[str, Any]:
     """The JSON Schema editors use (``layoutgen schema``)."""
     schema = Spec.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    # pydantic describes the mapping forms of 'experts'; the shorthand strings
+    # ('experts: host') are turned into mappings before validation, so add them.
+    experts = schema["$defs"]["Service"]["properties"]["experts"]
+    shorthand = {"type": "string", "enum": list(SHORTHAND_EXPERT_MODES)}
+    experts["anyOf"] = [shorthand, *experts["anyOf"]]
     return schema
