@@ -70,6 +70,33 @@ def validate(
 
 
 @app.command()
+def inspect(
+    model: Annotated[Path, typer.Argument(help="a GGUF file (any shard of a split model)")],
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="write the profile here, not stdout")
+    ] = None,
+) -> None:
+    """Write a model profile from GGUF headers (all shards; tensor data is not read)."""
+    from layoutgen.errors import LayoutgenError
+    from layoutgen.inventory import inspect_model
+    from layoutgen.profile import dump_profile
+
+    try:
+        text = dump_profile(inspect_model(model))
+        if output is None:
+            sys.stdout.write(text)
+        else:
+            output.write_text(text, encoding="utf-8")
+    except LayoutgenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    except OSError as exc:
+        print(f"error: {output}: cannot write: {exc.strerror}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    raise typer.Exit(0)
+
+
+@app.command()
 def schema() -> None:
     """Print the JSON Schema of the spec (for editors and yaml-language-server)."""
     import json

@@ -151,4 +151,7 @@ def _yaml_message(exc: Any) -> str:
     problem = (exc.problem or "").strip()
     context = (exc.context or "").strip()
     text = f"{context}, {problem}" if context and problem else problem or context
+    start, mark = exc.context_mark, exc.problem_mark
+    if start is not None and mark is not None and start.line != mark.line:
+        text += f" (it started at line {start.line + 1}, column {start.column + 1})"
     return f"invalid YAML: {text}"

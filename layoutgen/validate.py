@@ -95,9 +95,9 @@ def _files(spec: Spec, spec_path: Path) -> list[Problem]:
             problems.append(
                 Problem(
                     ("models", mid, "profile"),
-                    f"models.{mid}.profile: no "
-                    f"profile file {model.profile!r} (looked for {profile}); "
-                    "write one with 'layoutgen inspect MODEL.gguf -o FILE'",
+                    f"models.{mid}.profile: no profile file {model.profile!r}"
+                    + (f" (looked for {profile})" if str(profile) != model.profile else "")
+                    + "; write one with 'layoutgen inspect MODEL.gguf -o FILE'",
                 )
             )
     for rid in sorted(spec.runtimes):

@@ -11,6 +11,11 @@ from conftest import run_cli
 from specs import VALID, write
 
 
+def line_of(text: str, needle: str) -> int:
+    """1-based line of the first line containing needle: where a diagnostic must point."""
+    return next(i for i, line in enumerate(text.splitlines(), 1) if needle in line)
+
+
 def test_valid_spec_exits_0_and_summarises(tmp_path: Path) -> None:
     spec = write(tmp_path)
     result = run_cli(["validate", str(spec)])
@@ -25,7 +30,8 @@ def test_every_file_is_checked_and_any_failure_exits_1(tmp_path: Path) -> None:
     result = run_cli(["validate", str(bad), str(good)])
     assert result.code == 1
     assert result.stdout == (
-        f"{bad}:24:10: error: services.grandpa.ctx: expected a whole number, got 'many'\n"
+        f"{bad}:{line_of(VALID, 'ctx: 32768')}:10: error: services.grandpa.ctx: "
+        "expected a whole number, got 'many'\n"
     )
     assert result.stderr == f"{bad}: invalid (1 error)\n{good}: valid (2 services)\n"
 
@@ -35,7 +41,8 @@ def test_github_format(tmp_path: Path) -> None:
     result = run_cli(["validate", "--format", "github", str(bad)])
     assert result.code == 1
     assert result.stdout == (
-        f"::error file={bad},line=32,col=11::services.worker0.port: port 8000 is already used "
+        f"::error file={bad},line={line_of(VALID, 'port: 8001')},col=11::services.worker0.port: "
+        "port 8000 is already used "
         "by service 'grandpa'; ports must be unique on host 'compute'\n"
     )
 
@@ -46,7 +53,8 @@ def test_warnings_do_not_fail(tmp_path: Path) -> None:
     )
     result = run_cli(["validate", str(spec)])
     assert result.code == 0
-    assert result.stdout.startswith(f"{spec}:25:13: warning: services.grandpa.expose:")
+    line = line_of(spec.read_text(), "expose: true")
+    assert result.stdout.startswith(f"{spec}:{line}:13: warning: services.grandpa.expose:")
     assert result.stderr == f"{spec}: valid (2 services, 1 warning)\n"
 
 
@@ -98,7 +106,8 @@ def test_specs_of_one_host_share_its_ports(tmp_path: Path) -> None:
     result = run_cli(["validate", str(first), str(second)])
     assert result.code == 1
     assert result.stdout == (
-        f"{second}:32:11: error: services.worker9.port: port 8001 is already used by service "
+        f"{second}:{line_of(VALID, 'port: 8001')}:11: error: services.worker9.port: "
+        "port 8001 is already used by service "
         f"'worker0' of host 'compute' in {first}\n"
     )
     # Another host may use the same ports.

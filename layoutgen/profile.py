@@ -1,0 +1,297 @@
+"""Model profiles: a model's tensor inventory and hyperparameters, as reviewable YAML.
+
+Why profiles exist: specs refer to committed profiles so that validation,
+planning and CI never need the (hundreds of GiB of) weights.  A profile is
+written by ``layoutgen inspect`` from GGUF headers, or by hand with a
+``source:`` saying where every number came from.  This module and
+:mod:`layoutgen.spec` are the only places with pydantic models; loading
+returns a plain frozen :class:`Profile`, whose :meth:`Profile.tensors` yields
+every tensor unfolded (see :mod:`layoutgen.tensors` for the ``blk.{3..77}``
+notation).
+
+Checks beyond the schema: every entry's bytes equal what its type and shape
+give (where layoutgen knows the type; an unknown type's bytes are taken as
+written), no tensor is listed twice after unfolding, and layer numbers stay
+below ``n_layer``.  Problems are located as ``file:line:col``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
+
+from layoutgen import quants, source
+from layoutgen.errors import Diagnostic, InvalidInput, Problem, Severity
+from layoutgen.tensors import Folded, LayerSetError, Tensor, expand_name, fold, parse_layers
+
+SCHEMA_VERSION = 1
+SCHEMA_COMMENT = "# yaml-language-server: $schema=../schema/profile.schema.json"
+
+__all__ = ["Folded", "HParams", "Profile", "Tensor", "dump_profile", "fold", "load_profile"]
+
+
+def _layer_list(value: object) -> object:
+    if isinstance(value, str):
+        try:
+            return parse_layers(value)
+        except LayerSetError as exc:
+            raise ValueError(str(exc)) from None
+    return value
+
+
+LayerList = Annotated[
+    tuple[int, ...],
+    BeforeValidator(_layer_list),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "array", "items": {"type": "integer", "minimum": 0}},
+                {"type": "string", "pattern": r"^[0-9., ]+$"},
+            ],
+            "description": "layer indexes: a list, or a set like '0..4,6..10'",
+        }
+    ),
+]
+Count = Annotated[int, Field(ge=0)]
+PerLayer = Count | tuple[Count, ...]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class HParams(_Strict):
+    """Hyperparameters normalised across architectures; absent = not applicable."""
+
+    n_layer: int = Field(ge=1, description="blocks (blk.0 .. blk.N-1), nextn/MTP included")
+    n_embd: Count | None = None
+    n_head: PerLayer | None = Field(None, description="int, or one value per layer")
+    n_head_kv: PerLayer | None = Field(None, description="int, or one value per layer")
+    key_length: Count | None = Field(None, description="K head size (global layers)")
+    value_length: Count | None = Field(None, description="V head size (global layers)")
+    key_length_swa: Count | None = Field(None, description="K head size on sliding layers")
+    value_length_swa: Count | None = Field(None, description="V head size on sliding layers")
+    q_lora_rank: Count | None = None
+    kv_lora_rank: Count | None = Field(None, description="MLA compressed KV rank")
+    rope_dim: Count | None = Field(None, description="MLA: rope part of K (cached beside kv)")
+    n_ff: PerLayer | None = Field(None, description="dense FFN size")
+    n_expert: Count | None = None
+    n_expert_used: Count | None = None
+    n_expert_shared: Count | None = None
+    expert_ff: Count | None = None
+    expert_shared_ff: Count | None = None
+    leading_dense: Count | None = Field(None, description="number of leading dense layers")
+    nextn_layers: Count | None = Field(None, description="trailing nextn/MTP layers")
+    sliding_window: Count | None = None
+    swa_layers: LayerList | None = Field(None, description="sliding-window layers")
+    shared_kv_layers: Count | None = Field(None, description="trailing layers reusing KV")
+    recurrent_layers: LayerList | None = Field(None, description="DeltaNet/Mamba layers")
+    ssm_conv_kernel: Count | None = None
+    ssm_state_size: Count | None = None
+    ssm_inner_size: Count | None = None
+    ssm_group_count: Count | None = None
+    ssm_time_step_rank: Count | None = None
+    vocab: Count | None = None
+    n_ctx_train: Count | None = None
+
+
+class FileEntry(_Strict):
+    name: str = Field(description="GGUF file name (one per shard)")
+    size: Count = Field(description="file size in bytes")
+
+
+class TensorEntry(_Strict):
+    name: str = Field(description="tensor name; blk.{A..B}.rest folds identical layers")
+    type: str = Field(description="ggml type name: f32, q4_0, q6_k, iq3_ks, ...")
+    shape: tuple[Annotated[int, Field(ge=1)], ...] = Field(min_length=1, max_length=4)
+    bytes: Count = Field(description="bytes of one tensor (not of the whole folded run)")
+
+
+class ProfileSchema(_Strict):
+    """The profile file format (``layouts/schema/profile.schema.json``)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        populate_by_name=True,
+        title="layoutgen model profile",
+        json_schema_extra={"$id": "https://layoutgen.invalid/schema/profile.schema.json"},
+    )
+
+    version: Literal[1] = Field(alias="schema", description="profile format version")
+    name: str
+    arch: str = Field(description="general.architecture of the GGUF")
+    source: str = Field(description="where every number came from")
+    files: tuple[FileEntry, ...] = ()
+    hparams: HParams
+    tensors: tuple[TensorEntry, ...] = Field(min_length=1)
+
+
+@dataclass(frozen=True)
+class ModelFile:
+    name: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A loaded, checked profile: plain frozen data for the solver."""
+
+    name: str
+    arch: str
+    source: str
+    hparams: HParams
+    entries: tuple[Folded, ...]
+    files: tuple[ModelFile, ...] = ()
+
+    def tensors(self) -> Iterator[Tensor]:
+        """Every tensor, unfolded: name, type, shape, nbytes (and ``.layer``)."""
+        for e in self.entries:
+            for name in expand_name(e.name):
+                yield Tensor(name, e.type, e.shape, e.nbytes)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(t.nbytes for t in self.tensors())
+
+
+def json_schema() -> dict[str, Any]:
+    schema = ProfileSchema.model_json_schema(by_alias=True)
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return schema
+
+
+def load_profile(path: Path, name: str | None = None) -> Profile:
+    """Read, validate and check one profile; problems raise :class:`InvalidInput`."""
+    return profile_from_document(source.load(path, name))
+
+
+def profile_from_document(doc: source.Document) -> Profile:
+    from pydantic import ValidationError
+
+    from layoutgen.schema_errors import problems_from
+
+    data = doc.plain()
+    if not isinstance(data, dict):
+        raise InvalidInput(
+            [
+                Diagnostic(
+                    doc.name,
+                    1,
+                    1,
+                    Severity.ERROR,
+                    "a profile is a mapping with keys schema, name, arch, "
+                    "source, hparams and tensors",
+                )
+            ]
+        )
+    try:
+        parsed = ProfileSchema.model_validate(data)
+    except ValidationError as exc:
+        problems = problems_from(exc.errors(), data, ProfileSchema)
+        raise InvalidInput([doc.diagnostic(p) for p in problems]) from None
+    problems = check(parsed)
+    if problems:
+        raise InvalidInput([doc.diagnostic(p) for p in problems])
+    return Profile(
+        name=parsed.name,
+        arch=parsed.arch,
+        source=parsed.source,
+        hparams=parsed.hparams,
+        entries=tuple(Folded(t.name, t.type.lower(), t.shape, t.bytes) for t in parsed.tensors),
+        files=tuple(ModelFile(f.name, f.size) for f in parsed.files),
+    )
+
+
+def check(parsed: ProfileSchema) -> list[Problem]:
+    """Semantic checks on a schema-valid profile, located by spec path."""
+    problems: list[Problem] = []
+    n_layer = parsed.hparams.n_layer
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(parsed.tensors):
+        at = ("tensors", i)
+        try:
+            names = expand_name(entry.name)
+        except LayerSetError as exc:
+            problems.append(Problem((*at, "name"), f"tensors[{i}].name: {exc}"))
+            continue
+        problems.extend(_check_bytes(i, entry))
+        for name in names:
+            first = seen.setdefault(name, i)
+            if first != i:
+                problems.append(
+                    Problem(
+                        (*at, "name"),
+                        f"tensors[{i}].name: {name!r} is "
+                        f"already listed by tensors[{first}]; list it once",
+                    )
+                )
+                break
+        layer = Tensor(names[-1], "", (), 0).layer
+        if layer is not None and layer >= n_layer:
+            problems.append(
+                Problem(
+                    (*at, "name"),
+                    f"tensors[{i}].name: layer {layer} is "
+                    f"beyond hparams.n_layer {n_layer} (blk.0 .. "
+                    f"blk.{n_layer - 1})",
+                )
+            )
+    problems.extend(_check_hparams(parsed.hparams))
+    return problems
+
+
+def _check_bytes(i: int, entry: TensorEntry) -> list[Problem]:
+    if not quants.known(entry.type):
+        return []  # a type layoutgen cannot size: the written bytes are taken as they are
+    try:
+        expected = quants.tensor_nbytes(entry.type, entry.shape)
+    except quants.UnknownType as exc:
+        return [Problem(("tensors", i, "shape"), f"tensors[{i}].shape: {exc}")]
+    if expected == entry.bytes:
+        return []
+    shape = ", ".join(str(d) for d in entry.shape)
+    return [
+        Problem(
+            ("tensors", i, "bytes"),
+            f"tensors[{i}].bytes: {entry.bytes} does not "
+            f"match {entry.type.lower()} [{shape}], which is {expected} bytes; "
+            f"write {expected}, or fix the type or shape",
+        )
+    ]
+
+
+def _check_hparams(hp: HParams) -> list[Problem]:
+    problems: list[Problem] = []
+    for key in ("n_head", "n_head_kv", "n_ff"):
+        value = getattr(hp, key)
+        if isinstance(value, tuple) and len(value) != hp.n_layer:
+            problems.append(
+                Problem(
+                    ("hparams", key),
+                    f"hparams.{key}: {len(value)} values for "
+                    f"{hp.n_layer} layers; write one per layer, or one number",
+                )
+            )
+    for key in ("swa_layers", "recurrent_layers"):
+        layers = getattr(hp, key) or ()
+        beyond = [n for n in layers if n >= hp.n_layer]
+        if beyond:
+            problems.append(
+                Problem(
+                    ("hparams", key),
+                    f"hparams.{key}: layer {beyond[0]} is beyond n_layer {hp.n_layer}",
+                )
+            )
+    return problems
+
+
+def dump_profile(profile: Profile) -> str:
+    """Deterministic YAML for a profile, in the committed files' layout."""
+    from layoutgen.profile_yaml import render
+
+    return render(profile, SCHEMA_COMMENT)
