@@ -5,7 +5,7 @@ tensor, and ik_llama.cpp's quant types (IQ3_KS, IQ4_KSS, IQ5_KS, the ``_R4``
 interleaved ones, ...) are not in mainline's ``gguf`` package.  Several of them
 store a float scale per row (``row_meta_size``), so their size is not simply
 ``elements / block_size * type_size``.  Two *flavours* exist: mainline ggml
-(read from ``gguf.GGML_QUANT_SIZES`` at run time) and ik_llama.cpp (below).
+(``gguf.GGML_QUANT_SIZES``, written out below) and ik_llama.cpp (below).
 Their type ids mostly agree; where they disagree (ids 9 and 15 differ in size,
 34/35/40 are mainline-only, 31-33/36 and 97+ ik-only) the flavour decides.
 
@@ -23,7 +23,6 @@ type_size)``, with ``nrows = ne1 * ne2 * ne3``; I2_S is special-cased there as
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -154,16 +153,60 @@ _IK_ROWS: tuple[tuple[int, str, int, int, int], ...] = (
 IK: dict[int, QuantType] = {row[0]: QuantType(*row) for row in _IK_ROWS}
 
 
-@functools.cache
-def mainline() -> dict[int, QuantType]:
-    """Mainline ggml's types, from the installed ``gguf`` package."""
-    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+# (id, name, blck_size, type_size) of mainline ggml, as the gguf package 0.19.0
+# (GGML_QUANT_SIZES, GGMLQuantizationType) defines them.  Written out rather
+# than imported so that validating a spec does not import gguf and numpy
+# (~100 ms); tests/test_quants.py checks this table against the installed
+# gguf package, so a new mainline type is noticed.
+_MAINLINE_ROWS: tuple[tuple[int, str, int, int], ...] = (
+    (0, "f32", 1, 4),
+    (1, "f16", 1, 2),
+    (2, "q4_0", 32, 18),
+    (3, "q4_1", 32, 20),
+    (6, "q5_0", 32, 22),
+    (7, "q5_1", 32, 24),
+    (8, "q8_0", 32, 34),
+    (9, "q8_1", 32, 40),
+    (10, "q2_k", 256, 84),
+    (11, "q3_k", 256, 110),
+    (12, "q4_k", 256, 144),
+    (13, "q5_k", 256, 176),
+    (14, "q6_k", 256, 210),
+    (15, "q8_k", 256, 292),
+    (16, "iq2_xxs", 256, 66),
+    (17, "iq2_xs", 256, 74),
+    (18, "iq3_xxs", 256, 98),
+    (19, "iq1_s", 256, 50),
+    (20, "iq4_nl", 32, 18),
+    (21, "iq3_s", 256, 110),
+    (22, "iq2_s", 256, 82),
+    (23, "iq4_xs", 256, 136),
+    (24, "i8", 1, 1),
+    (25, "i16", 1, 2),
+    (26, "i32", 1, 4),
+    (27, "i64", 1, 8),
+    (28, "f64", 1, 8),
+    (29, "iq1_m", 256, 56),
+    (30, "bf16", 1, 2),
+    (34, "tq1_0", 256, 54),
+    (35, "tq2_0", 256, 66),
+    (39, "mxfp4", 32, 17),
+    (40, "nvfp4", 64, 36),
+    (41, "q1_0", 128, 18),
+)
 
-    out: dict[int, QuantType] = {}
-    for qtype in GGMLQuantizationType:
-        block, size = GGML_QUANT_SIZES[qtype]
-        out[int(qtype.value)] = QuantType(int(qtype.value), qtype.name.lower(), block, size)
-    return out
+MAINLINE: dict[int, QuantType] = {row[0]: QuantType(*row) for row in _MAINLINE_ROWS}
+
+
+def mainline() -> dict[int, QuantType]:
+    """Mainline ggml's types (id -> type)."""
+    return MAINLINE
+
+
+_BY_NAME: dict[str, dict[str, QuantType]] = {
+    "mainline": {q.name: q for q in MAINLINE.values()},
+    "ik": {q.name: q for q in IK.values()},
+}
 
 
 def table(flavour: Flavour) -> dict[int, QuantType]:
@@ -191,9 +234,9 @@ def by_name(name: str, flavour: Flavour | None = None) -> QuantType:
     key = name.lower()
     flavours: tuple[Flavour, ...] = (flavour,) if flavour else ("mainline", "ik")
     for fl in flavours:
-        for qtype in table(fl).values():
-            if qtype.name == key:
-                return qtype
+        qtype = _BY_NAME[fl].get(key)
+        if qtype is not None:
+            return qtype
     raise UnknownType(f"unknown ggml type {name!r}")
 
 

@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from layoutgen.spec import ExpertsAuto, ExpertsGpu, ExpertsHost, Service, Spec
+from layoutgen.tensors import format_layers
 
 
 @dataclass(frozen=True)
@@ -179,16 +180,5 @@ def _show_value(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {_show_value(v)}" for k, v in sorted(value.items())) + "}"
     if isinstance(value, tuple | list) and all(isinstance(v, int) for v in value):
-        return "[" + ", ".join(_runs(sorted(value))) + "]"
+        return "[" + format_layers(value, sep="-", join=", ") + "]"
     return str(value)
-
-
-def _runs(numbers: list[int]) -> list[str]:
-    """[3, 4, 5, 9] -> ['3-5', '9']: layer lists as the spec writes them."""
-    runs: list[list[int]] = []
-    for n in numbers:
-        if runs and runs[-1][1] == n - 1:
-            runs[-1][1] = n
-        else:
-            runs.append([n, n])
-    return [str(a) if a == b else f"{a}-{b}" for a, b in runs]

@@ -80,18 +80,23 @@ def parse_layers(text: str) -> tuple[int, ...]:
     return tuple(layers)
 
 
-def format_layers(layers: Iterable[int]) -> str:
-    """(0, 1, 2, 3, 4, 6) -> ``"0..4,6"``: runs of two or more become ranges."""
-    ordered = sorted(set(layers))
-    parts: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}..{ordered[j]}")
-        i = j + 1
-    return ",".join(parts)
+def runs(layers: Iterable[int]) -> list[tuple[int, int]]:
+    """(0, 1, 2, 3, 4, 6) -> [(0, 4), (6, 6)]: sorted runs of consecutive layers."""
+    out: list[tuple[int, int]] = []
+    for n in sorted(set(layers)):
+        if out and out[-1][1] == n - 1:
+            out[-1] = (out[-1][0], n)
+        else:
+            out.append((n, n))
+    return out
+
+
+def format_layers(layers: Iterable[int], *, sep: str = "..", join: str = ",") -> str:
+    """(0, 1, 2, 3, 4, 6) -> ``"0..4,6"``: runs of two or more become ranges.
+
+    ``sep="-", join=", "`` gives the spec's own form, ``3-10, 20``.
+    """
+    return join.join(str(a) if a == b else f"{a}{sep}{b}" for a, b in runs(layers))
 
 
 def expand_name(name: str) -> tuple[str, ...]:

@@ -9,12 +9,15 @@ errors before type errors).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from layoutgen import source
 from layoutgen.checks import check
 from layoutgen.errors import Diagnostic, InvalidInput, Problem, Severity
+from layoutgen.models import check_models
+from layoutgen.profile import Profile, load_profile
 from layoutgen.roles import ResolvedService, resolve
 from layoutgen.spec import Spec
 
@@ -24,11 +27,16 @@ class Validated:
     doc: source.Document
     spec: Spec
     services: tuple[ResolvedService, ...]
+    profiles: dict[str, Profile]  # by model id
     warnings: tuple[Diagnostic, ...]
 
 
 def validate_file(path: Path, name: str | None = None) -> Validated:
     return validate_document(source.load(path, name))
+
+
+def _whole_file(doc: source.Document, message: str) -> InvalidInput:
+    return InvalidInput([Diagnostic(doc.name, 1, 1, Severity.ERROR, message)])
 
 
 def validate_document(doc: source.Document) -> Validated:
@@ -38,66 +46,40 @@ def validate_document(doc: source.Document) -> Validated:
 
     data = doc.plain()
     if data is None:
-        raise InvalidInput(
-            [
-                Diagnostic(
-                    doc.name,
-                    1,
-                    1,
-                    Severity.ERROR,
-                    "empty spec: write at least 'host:' and 'services:'",
-                )
-            ]
-        )
+        raise _whole_file(doc, "empty spec: write at least 'host:' and 'services:'")
     if not isinstance(data, dict):
-        raise InvalidInput(
-            [
-                Diagnostic(
-                    doc.name,
-                    1,
-                    1,
-                    Severity.ERROR,
-                    "a spec is a mapping with keys host, models, runtimes and services",
-                )
-            ]
-        )
+        raise _whole_file(doc, "a spec is a mapping with keys host, models, runtimes and services")
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
         problems = problems_from(exc.errors(), data, Spec)
         raise InvalidInput([doc.diagnostic(p) for p in problems]) from None
     services = resolve(spec)
-    problems = [*check(spec, services), *_files(spec, doc.path)]
-    diagnostics = [doc.diagnostic(p) for p in problems]
-    errors = [d for d in diagnostics if d.severity is Severity.ERROR]
-    if errors:
+    profiles, profile_problems, elsewhere = _profiles(spec, doc)
+    problems = [
+        *check(spec, services),
+        *_paths(spec),
+        *profile_problems,
+        *check_models(spec, services, profiles),
+    ]
+    diagnostics = [doc.diagnostic(p) for p in problems] + elsewhere
+    if any(d.severity is Severity.ERROR for d in diagnostics):
         raise InvalidInput(diagnostics)
-    warnings = tuple(sorted(d for d in diagnostics if d.severity is Severity.WARNING))
-    return Validated(doc, spec, services, warnings)
+    warnings = tuple(sorted(diagnostics))
+    return Validated(doc, spec, services, profiles, warnings)
 
 
-def _files(spec: Spec, spec_path: Path) -> list[Problem]:
-    """Paths: host paths must be absolute; profiles must exist beside the spec."""
+def _paths(spec: Spec) -> list[Problem]:
+    """Host paths (model files, native binaries) must be absolute."""
     problems: list[Problem] = []
     for mid in sorted(spec.models):
-        model = spec.models[mid]
-        if not PurePosixPath(model.path).is_absolute():
+        path = spec.models[mid].path
+        if not PurePosixPath(path).is_absolute():
             problems.append(
                 Problem(
                     ("models", mid, "path"),
-                    f"models.{mid}.path: "
-                    f"{model.path!r} is not absolute; write the full path "
-                    "of the GGUF on the host",
-                )
-            )
-        profile = spec_path.parent / model.profile
-        if not profile.is_file():
-            problems.append(
-                Problem(
-                    ("models", mid, "profile"),
-                    f"models.{mid}.profile: no profile file {model.profile!r}"
-                    + (f" (looked for {profile})" if str(profile) != model.profile else "")
-                    + "; write one with 'layoutgen inspect MODEL.gguf -o FILE'",
+                    f"models.{mid}.path: {path!r} is "
+                    "not absolute; write the full path of the GGUF on the host",
                 )
             )
     for rid in sorted(spec.runtimes):
@@ -112,6 +94,48 @@ def _files(spec: Spec, spec_path: Path) -> list[Problem]:
                 )
             )
     return problems
+
+
+def _profiles(
+    spec: Spec, doc: source.Document
+) -> tuple[dict[str, Profile], list[Problem], list[Diagnostic]]:
+    """Load each referenced profile once; its own errors are located in its own file."""
+    profiles: dict[str, Profile] = {}
+    problems: list[Problem] = []
+    elsewhere: list[Diagnostic] = []
+    loaded: dict[Path, Profile | None] = {}
+    for mid in sorted(spec.models):
+        ref = spec.models[mid].profile
+        path = doc.path.parent / ref
+        if not path.is_file():
+            looked = f" (looked for {path})" if str(path) != ref else ""
+            problems.append(
+                Problem(
+                    ("models", mid, "profile"),
+                    f"models.{mid}.profile: no "
+                    f"profile file {ref!r}{looked}; write one with "
+                    "'layoutgen inspect MODEL.gguf -o FILE'",
+                )
+            )
+            continue
+        key = path.resolve()
+        if key not in loaded:
+            try:
+                loaded[key] = load_profile(path, os.path.normpath(path))
+            except InvalidInput as exc:
+                loaded[key] = None
+                elsewhere.extend(exc.diagnostics)
+        profile = loaded[key]
+        if profile is None:
+            problems.append(
+                Problem(
+                    ("models", mid, "profile"),
+                    f"models.{mid}.profile: {ref!r} is not a valid profile (see its errors)",
+                )
+            )
+        else:
+            profiles[mid] = profile
+    return profiles, problems, elsewhere
 
 
 @dataclass(frozen=True)

@@ -26,11 +26,11 @@ def _check(case: Path, expected_code: int, update: bool, monkeypatch: pytest.Mon
         golden.write_text(result.stdout)
     assert result.code == expected_code, result.stdout + result.stderr
     assert result.stdout == golden.read_text()
-    # Every line is located inside the file and names it.
-    lines = case.read_text().splitlines()
+    # Every line names a file (the case, or a profile it refers to) and a
+    # position inside that file.
     for line in result.stdout.splitlines():
         name, row, col, _ = line.split(":", 3)
-        assert name == case.name
+        lines = (case.parent / name).read_text().splitlines()
         assert 1 <= int(row) <= max(len(lines), 1)
         assert 1 <= int(col) <= len(lines[int(row) - 1]) + 1
 

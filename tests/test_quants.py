@@ -54,3 +54,14 @@ def test_unknown_names_and_partial_blocks_are_errors() -> None:
         by_name("q9_9")
     with pytest.raises(UnknownType, match="a row of 100 elements is not a whole number of q6_k"):
         tensor_nbytes("q6_K", (100, 3))
+
+
+def test_mainline_table_matches_the_installed_gguf_package() -> None:
+    """The written-out mainline table is gguf's, type for type."""
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    from layoutgen.quants import MAINLINE
+
+    expected = {int(q.value): (q.name.lower(), *GGML_QUANT_SIZES[q]) for q in GGMLQuantizationType}
+    got = {i: (q.name, q.block_size, q.type_size) for i, q in MAINLINE.items()}
+    assert got == expected
