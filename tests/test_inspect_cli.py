@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -109,7 +108,7 @@ def test_gemma4_bool_pattern_and_qwen3next_interval(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sparse_320_gib_eight_shard_model_inspects_quickly(tmp_path: Path) -> None:
+def test_sparse_320_gib_eight_shard_model_inspects_from_headers_only(tmp_path: Path) -> None:
     # 76 expert layers x 4088 MiB (seed 001's per-layer experts), spread over 8 shards
     gate = 6144 // 256 * 102 + 2
     tensors = []
@@ -125,9 +124,7 @@ def test_sparse_320_gib_eight_shard_model_inspects_quickly(tmp_path: Path) -> No
         tmp_path / "GLM.gguf", "glm-dsa", _kv("glm-dsa", 79), tensors, split_max_tensors=29
     )
     assert len(paths) == 8
-    start = time.perf_counter()
+    # Speed and memory are measured by `make bench` (tests/bench/bench_inspect.py).
     profile = inspect_model(paths[0])
-    elapsed = time.perf_counter() - start
     assert profile.total_bytes == 76 * 4088 * 2**20
     assert sum(p.stat().st_blocks for p in paths) * 512 < 2**20  # nothing was written
-    assert elapsed < 2.0
