@@ -71,7 +71,9 @@ def validate(
 
 @app.command()
 def inspect(
-    model: Annotated[Path, typer.Argument(help="a GGUF file (any shard of a split model)")],
+    model: Annotated[
+        Path, typer.Argument(help="a GGUF file (any shard of a split model)", metavar="MODEL.gguf")
+    ],
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="write the profile here, not stdout")
     ] = None,
