@@ -1,0 +1,109 @@
+"""Weight placement against seed 001/003's logged buffers (GLM-5.1 IQ3_KS on ik_llama.cpp)."""
+
+from __future__ import annotations
+
+import pytest
+
+from layoutgen.placement import (
+    host_buffer,
+    ik_split_sizes,
+    loaded,
+    place_weights,
+    split_by_count,
+    split_by_size,
+)
+from layoutgen.profile import Profile, load_profile
+
+from conftest import ROOT
+
+MiB = 2**20
+GiB = 2**30
+
+
+@pytest.fixture(scope="module")
+def glm() -> Profile:
+    return load_profile(ROOT / "layouts" / "models" / "glm-5.1-iq3_ks.yaml")
+
+
+def _experts_on(layers: dict[str, range]) -> dict[int, str]:
+    return {layer: dev for dev, rng in layers.items() for layer in rng}
+
+
+def _one_gpu(glm: Profile, experts: dict[int, str]) -> dict[str, int]:
+    layers = {i: "CUDA0" for i in range(glm.hparams.n_layer)}
+    host = host_buffer("ik_llama.cpp", gpus=True, host_overrides=True, mmap=True)
+    return place_weights(glm, "ik_llama.cpp", layers, experts, host, "CUDA0").buffers
+
+
+def test_all_experts_on_host_one_gpu(glm: Profile) -> None:
+    buffers = _one_gpu(glm, {})
+    # Seed 001 configuration 3: "llm_load_tensors:  CUDA_Host buffer size = 307110.47 MiB"
+    assert f"{buffers['CUDA_Host'] / MiB:.2f}" == "307110.47"
+    # "CUDA0 buffer size = 14498.95 MiB": the profile's non-expert tensor types are
+    # fitted, not known (see its source:), and fall ~840 MiB short; the gap is
+    # tracked here so a better profile shows up as a smaller one.
+    assert 0.94 < buffers["CUDA0"] / (14498.95 * MiB) < 1.0
+    assert set(buffers) == {"CUDA0", "CUDA_Host"}
+
+
+def test_n_cpu_moe_64_one_gpu(glm: Profile) -> None:
+    # --n-cpu-moe 64 on one GPU: experts of blk.0-63 in host memory (blk.3-63 have
+    # experts), blk.64-77 on the GPU. Seed 001: "Allocating 244.02 GiB of pinned host memory".
+    buffers = _one_gpu(glm, _experts_on({"CUDA0": range(64, 78)}))
+    assert f"{buffers['CUDA_Host'] / GiB:.2f}" == "244.02"
+
+
+# KV per layer at ctx 32768, q8_0, -mla 3: 32768 cells x 576 x 34/32 B (seed 001:
+# 78 layers x this = "KV self size = 1491.75 MiB"); the nextn layer has none.
+KV_32K = {n: 32768 * 576 * 34 // 32 for n in range(78)}
+
+
+def _ik_split(glm: Profile, ctx: int = 32768) -> dict[int, str]:
+    kv = {n: b * ctx // 32768 for n, b in KV_32K.items()}
+    return split_by_size(*ik_split_sizes(glm, kv, 8192), ("CUDA0", "CUDA1"), (1, 1))
+
+
+def test_seed_003_head15_tail4_host_buffer(glm: Profile) -> None:
+    layers = _ik_split(glm, ctx=65536)  # seed 003: --ctx-size 65536 -b 8192 -ub 8192
+    experts = _experts_on({"CUDA0": range(3, 18), "CUDA1": range(74, 78)})
+    w = place_weights(glm, "ik_llama.cpp", layers, experts, "CUDA_Host", "CUDA1")
+    # Seed 003: "CUDA_Host 229,438 MiB" (56 middle expert layers + token embeddings).
+    assert round(w.buffers["CUDA_Host"] / MiB) == 229438
+    # Seed 003 logged CUDA0 68,698 / CUDA1 23,473 MiB; the expert part is exact
+    # (15 and 4 x 4088 MiB), the rest carries the profile's ~840 MiB gap, split.
+    assert 0.98 < w.buffers["CUDA0"] / (68698 * MiB) <= 1.0
+    assert 0.97 < w.buffers["CUDA1"] / (23473 * MiB) <= 1.0
+
+
+def test_ik_split_matches_seed_001_kv_split(glm: Profile) -> None:
+    # Seed 001 configuration 1 (2 GPUs) logged KV CUDA0 784.15 / CUDA1 707.64 MiB:
+    # 41 and 37 of the 78 KV layers (20,054,528 B each on CUDA), so blk.0-40 on
+    # CUDA0 and blk.41-77 (+ nextn blk.78, no KV) on CUDA1.
+    layers = _ik_split(glm)
+    assert [n for n, d in sorted(layers.items()) if d == "CUDA0"] == list(range(0, 41))
+    assert [n for n, d in sorted(layers.items()) if d == "CUDA1"] == list(range(41, 79))
+
+
+def test_every_loaded_tensor_is_placed_once_and_skips_are_the_runtimes(glm: Profile) -> None:
+    w = place_weights(glm, "ik_llama.cpp", {}, {}, "CUDA_Host", None)
+    names = [t.name for t in glm.tensors()]
+    assert sorted([*w.tensor_buffer, *w.skipped]) == sorted(names)
+    # ik_llama.cpp skips nextn blk.78 (but for attn_k_b/attn_v_b) and DSA indexer tensors.
+    assert all(".indexer." in n or n.startswith("blk.78.") for n in w.skipped)
+    assert "blk.78.attn_k_b.weight" in w.tensor_buffer
+    assert sum(w.buffers.values()) == sum(t.nbytes for t in loaded(glm, "ik_llama.cpp"))
+
+
+def test_host_buffer_names() -> None:
+    assert host_buffer("ik_llama.cpp", gpus=True, host_overrides=True, mmap=True) == "CUDA_Host"
+    assert host_buffer("ik_llama.cpp", gpus=True, host_overrides=False, mmap=True) == "CPU"
+    assert host_buffer("llama.cpp", gpus=True, host_overrides=True, mmap=True) == "CPU_Mapped"
+    assert host_buffer("llama.cpp", gpus=True, host_overrides=True, mmap=False) == "CUDA_Host"
+    assert host_buffer("llama.cpp", gpus=False, host_overrides=False, mmap=True) == "CPU_Mapped"
+
+
+def test_mainline_count_split_puts_the_output_on_the_last_device() -> None:
+    # 79 layers + output = 80 slots; equal shares: blk.0-39 / blk.40-78 (+ output).
+    split = split_by_count(range(79), ("CUDA0", "CUDA1"), (1, 1))
+    assert max(n for n, d in split.items() if d == "CUDA0") == 39
+    assert min(n for n, d in split.items() if d == "CUDA1") == 40
