@@ -99,6 +99,25 @@ def inspect(
 
 
 @app.command()
+def plan(
+    spec: Annotated[Path, typer.Argument(help="a spec file", metavar="SPEC")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the plan JSON (schema 1)")] = False,
+) -> None:
+    """Show the budget: per device and service, weights/KV/compute/overhead, expert layers."""
+    from layoutgen.plan import to_json, to_text
+    from layoutgen.validate import validate_files
+
+    (result,) = validate_files([(spec, str(spec))])
+    if result.validated is None:
+        for diag in result.diagnostics:
+            print(diag.gcc(), file=sys.stderr)
+        raise typer.Exit(1)
+    for diag in result.diagnostics:
+        print(diag.gcc(), file=sys.stderr)
+    print(to_json(result.validated.plan) if as_json else to_text(result.validated.plan), end="")
+
+
+@app.command()
 def schema() -> None:
     """Print the JSON Schema of the spec (for editors and yaml-language-server)."""
     import json

@@ -173,6 +173,11 @@ class Host(Strict):
     ram: Size = Field(description="installed RAM, e.g. 768GiB")
     ram_reserve: Size = Field(description="RAM kept for the OS and everything else, e.g. 32GiB")
     gpus: tuple[Gpu, ...] = Field(default=(), description="GPUs; empty for a CPU-only host")
+    gpu_overhead: Size = Field(
+        default=1024**3,
+        description="GPU memory each server process takes beyond its logged buffers (CUDA "
+        "context, cuBLAS workspace); seed 001 measured 1.2-2.2 GiB per GPU. Default 1GiB",
+    )
     podman: Annotated[str, BeforeValidator(_version)] = Field(
         default="4.4",
         description="podman version on the host; decides which quadlet keys are rendered",

@@ -17,8 +17,10 @@ from layoutgen import source
 from layoutgen.checks import check
 from layoutgen.errors import Diagnostic, InvalidInput, Problem, Severity
 from layoutgen.models import check_models
+from layoutgen.plan import Plan
 from layoutgen.profile import Profile, load_profile
 from layoutgen.roles import ResolvedService, resolve
+from layoutgen.solve import DoesNotFit, solve
 from layoutgen.spec import Spec
 
 
@@ -29,6 +31,7 @@ class Validated:
     services: tuple[ResolvedService, ...]
     profiles: dict[str, Profile]  # by model id
     warnings: tuple[Diagnostic, ...]
+    plan: Plan
 
 
 def validate_file(path: Path, name: str | None = None) -> Validated:
@@ -65,8 +68,16 @@ def validate_document(doc: source.Document) -> Validated:
     diagnostics = [doc.diagnostic(p) for p in problems] + elsewhere
     if any(d.severity is Severity.ERROR for d in diagnostics):
         raise InvalidInput(diagnostics)
-    warnings = tuple(sorted(diagnostics))
-    return Validated(doc, spec, services, profiles, warnings)
+    try:
+        plan = solve(spec, services, profiles, doc.name)
+    except DoesNotFit as exc:
+        raise InvalidInput(diagnostics + [doc.diagnostic(p) for p in exc.problems]) from None
+    located = [
+        doc.diagnostic(Problem(("host", "cpu", "threads"), w, Severity.WARNING))
+        for w in plan.warnings
+    ]
+    warnings = tuple(sorted(diagnostics + located))
+    return Validated(doc, spec, services, profiles, warnings, plan)
 
 
 def _paths(spec: Spec) -> list[Problem]:

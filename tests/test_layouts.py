@@ -33,10 +33,12 @@ def test_example_layout_names_its_seed(layout: Path) -> None:
 
 
 @pytest.mark.parametrize("layout", INVALID, ids=[p.stem for p in INVALID])
-@pytest.mark.xfail(
-    strict=True,
-    reason="refused only once the solver checks fit (issue 4); strict, so it flags the day "
-    "it starts failing validation and this marker must go",
-)
-def test_invalid_layout_is_refused(layout: Path) -> None:
-    assert run_cli(["validate", str(layout)]).code == 1
+def test_invalid_layout_is_refused_for_not_fitting(layout: Path) -> None:
+    result = run_cli(["validate", str(layout)])
+    assert result.code == 1
+    # Refused by the fit check (not a typo): device, need, capacity and shortfall.
+    assert re.search(
+        r"does not fit GPU \S+ .*: needs [\d,]+ MiB, has [\d,]+ MiB - reserve "
+        r"[\d,]+ MiB = [\d,]+ MiB, short by [\d,]+ MiB; largest: ",
+        result.stdout,
+    )

@@ -1,0 +1,186 @@
+"""One service's memory, buffer by buffer, once its placement is decided.
+
+Inputs are decisions (which device holds each layer, where each expert layer
+goes); outputs are the runtime's buffers with weights, KV cache, compute
+and overhead, each with its basis.  Weights and KV are exact (profile and
+the runtime's cache rules); compute buffers have no closed form in either
+runtime (DESIGN §5), so they are estimated unless the spec carries a value
+measured from a start-up log (``measured:``, written by ``calibrate``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from layoutgen.kvcache import KVSettings, device_bytes, layer_caches
+from layoutgen.placement import (
+    expert_layer,
+    host_buffer,
+    ik_split_sizes,
+    loaded,
+    place_weights,
+    split_by_count,
+    split_by_size,
+)
+from layoutgen.plan import Basis, Part
+from layoutgen.profile import Profile
+from layoutgen.roles import ResolvedService
+from layoutgen.spec import Spec
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What the solver needs to know about one service, resolved once."""
+
+    name: str
+    runtime: str  # "llama.cpp" | "ik_llama.cpp"
+    profile: Profile
+    gpus: tuple[str, ...]  # host GPU ids, in NVML index order = CUDA0, CUDA1, ...
+    kv: KVSettings
+    mmap: bool
+    measured: Mapping[str, Mapping[str, int]]  # buffer -> {"compute": bytes, ...}
+    overhead: int  # per GPU
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        return tuple(f"CUDA{i}" for i in range(len(self.gpus)))
+
+    def device_of(self, buffer: str) -> str:
+        if buffer.startswith("CUDA") and buffer[4:].isdigit():
+            return self.gpus[int(buffer[4:])]
+        return "host"
+
+
+def _flag(args: tuple[str, ...], *names: str) -> str | None:
+    """The value after the last occurrence of any of ``names`` in passthrough args."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg in names and i + 1 < len(args):
+            value = args[i + 1]
+    return value
+
+
+def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
+    runtime = spec.runtimes[rs.service.runtime].kind
+    index = {g.id: g.index for g in spec.host.gpus}
+    args = rs.service.args
+    mla = _flag(args, "-mla", "--mla-use")
+    fa = _flag(args, "-fa", "--flash-attn")
+    kv = KVSettings(
+        runtime="ik_llama.cpp" if runtime == "ik_llama.cpp" else "llama.cpp",
+        ctx=rs.service.ctx,
+        parallel=rs.parallel,
+        ubatch=rs.ubatch,
+        cache_type_k=rs.cache_type_k,
+        cache_type_v=rs.cache_type_v,
+        flash_attn=fa not in ("off", "0", "false"),
+        mla=int(mla) if mla is not None and mla.isdigit() else None,
+        swa_full="--swa-full" in args,
+    )
+    measured = {
+        buf: {k: v for k, v in m.model_dump().items() if v is not None}
+        for buf, m in rs.service.measured.items()
+    }
+    return Setting(
+        name=rs.name,
+        runtime=runtime,
+        profile=profile,
+        gpus=tuple(sorted(rs.gpus, key=lambda g: index[g])),
+        kv=kv,
+        mmap="--no-mmap" not in args and not rs.mlock,
+        measured=measured,
+        overhead=spec.host.gpu_overhead,
+    )
+
+
+def kv_per_layer(s: Setting, *, cuda: bool) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for cache in layer_caches(s.profile.hparams, s.kv, arch=s.profile.arch):
+        out[cache.layer] = out.get(cache.layer, 0) + device_bytes(cache, cuda=cuda)
+    return out
+
+
+def layer_split(s: Setting, shares: tuple[float, ...]) -> dict[int, str]:
+    """Which device holds each layer (attention, KV, compute); {} on a CPU-only service."""
+    devices = s.devices
+    if not devices:
+        return {}
+    layers = range(s.profile.hparams.n_layer)
+    if len(devices) == 1:
+        return dict.fromkeys(layers, devices[0])
+    if s.runtime == "ik_llama.cpp":
+        sizes, output = ik_split_sizes(s.profile, kv_per_layer(s, cuda=True), s.kv.ubatch)
+        return split_by_size(sizes, output, devices, shares)
+    return split_by_count(list(layers), devices, shares)
+
+
+def expert_bytes(profile: Profile, runtime: str) -> dict[int, int]:
+    """Bytes of routed experts per expert layer (what one placement decision moves)."""
+    out: dict[int, int] = {}
+    for t in loaded(profile, runtime):
+        layer = expert_layer(t.name)
+        if layer is not None:
+            out[layer] = out.get(layer, 0) + t.nbytes
+    return out
+
+
+def buffers(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -> dict[str, Part]:
+    """Every buffer of the service: weights (exact), KV (exact), compute, overhead."""
+    devices = s.devices
+    host_overrides = any(layer not in experts for layer in expert_bytes(s.profile, s.runtime))
+    host = host_buffer(s.runtime, gpus=bool(devices), host_overrides=host_overrides, mmap=s.mmap)
+    output = devices[-1] if devices else None
+    w = place_weights(s.profile, s.runtime, layers, experts, host, output)
+    kv: dict[str, int] = {}
+    for cache in layer_caches(s.profile.hparams, s.kv, arch=s.profile.arch):
+        buf = layers.get(cache.layer, "CPU")
+        kv[buf] = kv.get(buf, 0) + device_bytes(cache, cuda=buf.startswith("CUDA"))
+    names = set(w.buffers) | set(kv) | set(devices)
+    if devices and (host in w.buffers):
+        names.add("CUDA_Host")  # the host-side compute buffer is named CUDA_Host with a GPU
+    if not devices:
+        names.add("CPU")
+    out: dict[str, Part] = {}
+    for name in sorted(names):
+        compute, basis = _compute(s, name, output)
+        basis_map: dict[str, Basis] = {"weights": "exact", "kv": "exact", "compute": basis}
+        for key in ("weights", "kv"):
+            if key in s.measured.get(name, {}):
+                basis_map[key] = "measured"
+        out[name] = Part(
+            weights=s.measured.get(name, {}).get("weights", w.buffers.get(name, 0)),
+            kv=s.measured.get(name, {}).get("kv", kv.get(name, 0)),
+            compute=compute,
+            overhead=s.overhead if name in devices else 0,
+            basis=basis_map,
+        )
+    return out
+
+
+def _compute(s: Setting, buffer: str, output: str | None) -> tuple[int, Basis]:
+    """A measured compute buffer, else an estimate (see the module docstring).
+
+    GPU: the larger of the routed experts' activations and the logits
+    (n_vocab x ubatch x 4 B, on the output device), plus 10 %; seed 001's
+    GLM-5.1 at -ub 8192 logged 5418 MiB where this gives 5324.  Host side
+    with a GPU: n_embd x ubatch x 16 B (seed 001: 704 MiB logged, 768 here).
+    CPU-only: the GPU formula, on the CPU.
+    """
+    measured = s.measured.get(buffer, {}).get("compute")
+    if measured is not None:
+        return measured, "measured"
+    hp, ub = s.profile.hparams, s.kv.ubatch
+    if buffer in ("CUDA_Host", "CPU_Mapped") or (buffer == "CPU" and s.devices):
+        return (hp.n_embd or 0) * ub * 16 if buffer == "CUDA_Host" else 0, "estimated"
+    used = hp.n_expert_used or 0
+    activations = 0
+    per_layer: dict[int, int] = {}
+    for t in loaded(s.profile, s.runtime):
+        layer = expert_layer(t.name)
+        if layer is not None and len(t.shape) > 1:
+            per_layer[layer] = per_layer.get(layer, 0) + t.shape[1] * ub * used * 4
+    if per_layer:
+        activations = max(per_layer.values()) + (hp.n_embd or 0) * ub * 8
+    logits = (hp.vocab or 0) * ub * 4 if buffer == output or output is None else 0
+    return int(max(activations, logits) * 1.1), "estimated"

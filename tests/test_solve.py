@@ -1,0 +1,106 @@
+"""The solver against the seeds' logged numbers (DESIGN §10), through the example layouts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from layoutgen.plan import Plan
+from layoutgen.validate import validate_file
+
+from conftest import ROOT, run_cli
+
+MiB = 2**20
+GiB = 2**30
+LAYOUTS = ROOT / "layouts"
+
+
+def _plan(name: str) -> Plan:
+    return validate_file(LAYOUTS / name).plan
+
+
+def _buf(plan: Plan, service: str, buffer: str) -> dict[str, int]:
+    part = plan.service(service).buffers[buffer]
+    return {"weights": part.weights, "kv": part.kv, "compute": part.compute}
+
+
+def test_glm51_all_experts_on_host_one_gpu() -> None:
+    # Seed 001 configuration 3: "CUDA_Host buffer size = 307110.47 MiB",
+    # "CUDA0 KV buffer size = 1491.79 MiB".
+    plan = _plan("glm51-3-cpu-moe-1gpu.yaml")
+    host, gpu = _buf(plan, "grandpa", "CUDA_Host"), _buf(plan, "grandpa", "CUDA0")
+    assert abs(host["weights"] / (307110.47 * MiB) - 1) < 0.01
+    assert abs(gpu["kv"] / (1491.79 * MiB) - 1) < 0.005
+    # The measured compute buffer from the layout is used as measured.
+    assert round(gpu["compute"] / MiB, 2) == 5418.03  # "CUDA0 compute buffer size = 5418.03 MiB"
+    assert plan.service("grandpa").buffers["CUDA0"].basis["compute"] == "measured"
+    assert plan.service("grandpa").expert_layers == {"host": tuple(range(3, 78))}
+
+
+def test_glm51_two_gpus_split_the_kv_as_logged() -> None:
+    # Seed 001 configuration 1: "CUDA0 KV buffer size = 784.15 MiB", "CUDA1 ... 707.64 MiB".
+    plan = _plan("glm51-1-ot-exps-cpu-2gpu.yaml")
+    assert abs(_buf(plan, "grandpa", "CUDA0")["kv"] / (784.15 * MiB) - 1) < 0.01
+    assert abs(_buf(plan, "grandpa", "CUDA1")["kv"] / (707.64 * MiB) - 1) < 0.01
+
+
+def test_n_cpu_moe_64_fits_with_the_logged_pinned_memory() -> None:
+    # Seed 001 configuration 4: "Allocating 244.02 GiB of pinned host memory".
+    plan = _plan("glm51-4-n-cpu-moe-64-1gpu.yaml")
+    host = _buf(plan, "grandpa", "CUDA_Host")["weights"]
+    assert abs(host / (244.02 * GiB) - 1) < 0.01
+    assert plan.service("grandpa").expert_layers["gpu1"] == tuple(range(64, 78))
+
+
+def test_n_cpu_moe_58_is_refused_naming_the_device_and_shortfall() -> None:
+    # Seed 001: "allocating 5418.03 MiB on device 0: cudaMalloc failed: out of memory".
+    result = run_cli(["validate", str(LAYOUTS / "invalid" / "glm51-n-cpu-moe-58-1gpu.yaml")])
+    assert result.code == 1
+    assert "services.grandpa: does not fit GPU gpu1 (its CUDA0): needs " in result.stdout
+    assert "short by " in result.stdout
+
+
+def test_seed_003_head15_tail4() -> None:
+    # Seed 003: CUDA0 68,698 MiB, CUDA1 23,473 MiB, CUDA_Host 229,438 MiB (model
+    # buffers; the compute buffers used are seed 001's measured ones, in the layout).
+    plan = _plan("glm51-head15-tail4-ctx65k.yaml")
+    for buffer, logged in (("CUDA0", 68698), ("CUDA1", 23473), ("CUDA_Host", 229438)):
+        got = _buf(plan, "grandpa", buffer)["weights"]
+        assert abs(got / (logged * MiB) - 1) < 0.03, buffer
+
+
+def test_final_layout_keeps_both_workers_and_puts_experts_head_and_tail() -> None:
+    plan = _plan("familiar-final.yaml")
+    for worker, gpu in (("naughty-worker0", "gpu0"), ("naughty-worker1", "gpu1")):
+        sp = plan.service(worker)
+        assert set(sp.expert_layers) == {gpu}  # fully resident on its GPU
+        assert sp.buffers["CUDA0"].kv > 0
+    experts = plan.service("grandpa").expert_layers
+    on_gpus = [n for dev, layers in experts.items() if dev != "host" for n in layers]
+    assert len(on_gpus) >= 10
+    assert {3, 4, 5, 77, 76, 75} <= set(on_gpus)  # head and tail first
+    assert all(d.free >= 0 for d in plan.devices)
+
+
+def test_plan_json_is_versioned_and_stable(tmp_path: Path) -> None:
+    spec = LAYOUTS / "familiar-final.yaml"
+    first = run_cli(["plan", "--json", str(spec)])
+    assert first.code == 0
+    assert first.stdout == run_cli(["plan", "--json", str(spec)]).stdout
+    doc = json.loads(first.stdout)
+    assert doc["schema"] == 1 and doc["host"] == "compute"
+    assert set(doc["devices"]) == {"gpu0", "gpu1", "host"}
+    grandpa = doc["services"]["grandpa"]
+    assert set(grandpa["buffers"]) >= {"CUDA0", "CUDA1", "CUDA_Host"}
+    for name, buf in grandpa["buffers"].items():
+        assert all(isinstance(buf[k], int) for k in ("weights", "kv", "compute", "overhead"))
+        assert buf["basis"]["weights"] in ("exact", "measured"), name
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_accepted_plan_is_within_capacity(layout: Path) -> None:
+    plan = validate_file(layout).plan
+    for device in plan.devices:
+        assert device.free >= 0, device
