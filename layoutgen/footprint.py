@@ -10,6 +10,7 @@ measured from a start-up log (``measured:``, written by ``calibrate``).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -117,12 +118,28 @@ def layer_split(s: Setting, shares: tuple[float, ...]) -> dict[int, str]:
 
 def expert_bytes(profile: Profile, runtime: str) -> dict[int, int]:
     """Bytes of routed experts per expert layer (what one placement decision moves)."""
+    return dict(_expert_bytes(profile, runtime))
+
+
+@functools.lru_cache(maxsize=64)
+def _expert_bytes(profile: Profile, runtime: str) -> tuple[tuple[int, int], ...]:
     out: dict[int, int] = {}
     for t in loaded(profile, runtime):
         layer = expert_layer(t.name)
         if layer is not None:
             out[layer] = out.get(layer, 0) + t.nbytes
-    return out
+    return tuple(sorted(out.items()))
+
+
+@functools.lru_cache(maxsize=64)
+def _expert_rows(profile: Profile, runtime: str) -> int:
+    """The largest sum of routed-expert ne1 in one layer (activations scale with it)."""
+    per_layer: dict[int, int] = {}
+    for t in loaded(profile, runtime):
+        layer = expert_layer(t.name)
+        if layer is not None and len(t.shape) > 1:
+            per_layer[layer] = per_layer.get(layer, 0) + t.shape[1]
+    return max(per_layer.values(), default=0)
 
 
 def buffers(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -> dict[str, Part]:
@@ -173,14 +190,9 @@ def _compute(s: Setting, buffer: str, output: str | None) -> tuple[int, Basis]:
     hp, ub = s.profile.hparams, s.kv.ubatch
     if buffer in ("CUDA_Host", "CPU_Mapped") or (buffer == "CPU" and s.devices):
         return (hp.n_embd or 0) * ub * 16 if buffer == "CUDA_Host" else 0, "estimated"
-    used = hp.n_expert_used or 0
+    rows = _expert_rows(s.profile, s.runtime)
     activations = 0
-    per_layer: dict[int, int] = {}
-    for t in loaded(s.profile, s.runtime):
-        layer = expert_layer(t.name)
-        if layer is not None and len(t.shape) > 1:
-            per_layer[layer] = per_layer.get(layer, 0) + t.shape[1] * ub * used * 4
-    if per_layer:
-        activations = max(per_layer.values()) + (hp.n_embd or 0) * ub * 8
+    if rows:
+        activations = rows * ub * (hp.n_expert_used or 0) * 4 + (hp.n_embd or 0) * ub * 8
     logits = (hp.vocab or 0) * ub * 4 if buffer == output or output is None else 0
     return int(max(activations, logits) * 1.1), "estimated"

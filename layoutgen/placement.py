@@ -24,6 +24,7 @@ from the profile), so its basis is "exact".
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -49,8 +50,13 @@ def nextn_layers(profile: Profile) -> frozenset[int]:
     return frozenset(range(hp.n_layer - count, hp.n_layer))
 
 
+@functools.lru_cache(maxsize=64)
 def loaded(profile: Profile, runtime: Runtime) -> tuple[Tensor, ...]:
-    """The tensors the runtime loads (nextn and, on ik, DSA indexer tensors are skipped)."""
+    """The tensors the runtime loads (nextn and, on ik, DSA indexer tensors are skipped).
+
+    Cached: the solver asks for the same profile's tensors many times, and
+    unfolding ~1800 tensors each time dominated solve time.
+    """
     nextn = nextn_layers(profile)
     ik_dsa = runtime == "ik_llama.cpp" and profile.arch == "glm-dsa"
     out: list[Tensor] = []

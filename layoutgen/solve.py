@@ -125,13 +125,18 @@ def solve(
     )
     worlds = scenarios(spec)
     placed: dict[str, ServicePlan] = {}
+    splits = {n: layer_split(settings[n], shares_of[n]) for n in order}
+    # Every service's fixed part first -- for auto services, all experts on the
+    # host -- so that filling one auto service never starves another's base.
     for n in order:
-        rs, s = by_name[n], settings[n]
-        layers = layer_split(s, shares_of[n])
-        experts = _fixed_experts(rs, s, layers)
+        placed[n] = _service_plan(
+            settings[n], splits[n], _fixed_experts(by_name[n], settings[n], splits[n])
+        )
+    for n in order:
+        rs = by_name[n]
         if isinstance(rs.experts, ExpertsAuto):
-            experts = _fill(rs, s, layers, placed, worlds, capacity, reserve)
-        placed[n] = _service_plan(s, layers, experts)
+            experts = _fill(rs, settings[n], splits[n], placed, worlds, capacity, reserve)
+            placed[n] = _service_plan(settings[n], splits[n], experts)
     problems = _fit(spec, placed, worlds, order)
     if any(p.severity is Severity.ERROR for p in problems):
         raise DoesNotFit(problems)
@@ -184,7 +189,7 @@ def _used_beside(
         if n not in world:
             continue
         per: dict[str, int] = {}
-        for other in world & set(placed):
+        for other in (world & set(placed)) - {n}:
             for buf, part in placed[other].buffers.items():
                 dev = placed[other].device_of[buf]
                 per[dev] = per.get(dev, 0) + part.total
