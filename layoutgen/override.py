@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-EXPERT_KINDS = ("up", "gate", "down")
+EXPERT_KINDS = ("up", "gate", "down", "gate_up")
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,10 @@ shortfall.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
+from layoutgen.argv import server_argv
 from layoutgen.errors import LayoutgenError, Problem, Severity
 from layoutgen.footprint import Setting, buffers, expert_bytes, layer_split, setting
 from layoutgen.plan import DevicePlan, Part, Plan, ServicePlan
@@ -112,8 +114,9 @@ def solve(
     settings = {n: setting(spec, rs, profiles[rs.service.model]) for n, rs in by_name.items()}
     capacity = {g.id: g.vram for g in spec.host.gpus}
     reserve = {g.id: g.reserve for g in spec.host.gpus}
-    shares_of = {
-        n: tuple(float(capacity[g] - reserve[g]) for g in s.gpus) for n, s in settings.items()
+    # Layers split by each GPU's usable MiB; the argv pins the same shares (-ts).
+    shares_of: dict[str, tuple[int, ...]] = {
+        n: tuple((capacity[g] - reserve[g]) // 2**20 for g in s.gpus) for n, s in settings.items()
     }
     order = sorted(
         by_name,
@@ -140,6 +143,9 @@ def solve(
     problems = _fit(spec, placed, worlds, order)
     if any(p.severity is Severity.ERROR for p in problems):
         raise DoesNotFit(problems)
+    for n in order:
+        argv = server_argv(spec, by_name[n], placed[n], shares_of[n])
+        placed[n] = dataclasses.replace(placed[n], argv=argv)
     devices = _devices(spec, placed, worlds)
     warnings = tuple(p.message for p in problems)
     return Plan(name, spec.host.name, devices, tuple(placed[n] for n in sorted(placed)), warnings)

@@ -56,4 +56,4 @@ def test_first_match_wins_in_argument_order() -> None:
 
 def test_rule_argument_form() -> None:
     rule = expert_rule([3, 4, 5, 10, 11, 12], "CUDA0")
-    assert rule.arg() == r"^blk\.([3-5]|1[0-2])\.ffn_(up|gate|down)_exps\.weight$=CUDA0"
+    assert rule.arg() == r"^blk\.([3-5]|1[0-2])\.ffn_(up|gate|down|gate_up)_exps\.weight$=CUDA0"

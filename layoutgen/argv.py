@@ -1,0 +1,86 @@
+"""The server command line that makes the runtime allocate exactly the plan.
+
+Every decision layoutgen made is pinned in the argv, so the runtime cannot
+re-place anything on its own (DESIGN §7): an explicit ``-ngl``, ``-sm layer``
+with ``-ts`` set to the shares the plan split layers by, ``-fa``, mainline's
+``-fit off`` (recent llama.cpp re-fits placement by default), and the expert
+placement as compact ``-ot`` rules placed *before* ``--cpu-moe`` (mainline
+applies overrides in argument order; ik_llama.cpp always puts its CPU-MoE
+rules after the user's).  Passthrough ``args`` come last.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+from layoutgen.override import expert_rules
+from layoutgen.plan import ServicePlan
+from layoutgen.roles import ResolvedService
+from layoutgen.spec import ExpertsHost, ExpertsNCpuMoe, Spec
+
+MODELS_DIR = PurePosixPath("/models")
+
+
+def model_path(spec: Spec, rs: ResolvedService) -> str:
+    """Where the server finds the GGUF: under /models/<id>/ in a container, else on the host."""
+    runtime = spec.runtimes[rs.service.runtime]
+    path = PurePosixPath(spec.models[rs.service.model].path)
+    if runtime.image is None:
+        return str(path)
+    return str(MODELS_DIR / rs.service.model / path.name)
+
+
+def server_argv(
+    spec: Spec, rs: ResolvedService, plan: ServicePlan, shares: tuple[int, ...]
+) -> tuple[str, ...]:
+    svc = rs.service
+    kind = spec.runtimes[svc.runtime].kind
+    argv = ["llama-server", "-m", model_path(spec, rs)]
+    argv += ["-c", str(svc.ctx), "-np", str(rs.parallel)]
+    argv += ["-ctk", rs.cache_type_k, "-ctv", rs.cache_type_v]
+    argv += ["-b", str(rs.batch), "-ub", str(rs.ubatch)]
+    if rs.threads is not None:
+        argv += ["-t", str(rs.threads)]
+    if rs.threads_batch is not None:
+        argv += ["-tb", str(rs.threads_batch)]
+    argv += ["-ngl", "999" if rs.gpus else "0"]
+    if len(rs.gpus) > 1:
+        argv += ["-sm", "layer", "-ts", ",".join(str(s) for s in shares)]
+    if kind == "llama.cpp":
+        argv += ["-fit", "off"]
+    if "-fa" not in svc.args and "--flash-attn" not in svc.args:
+        argv += ["-fa", "on" if rs.gpus else "off"]
+    argv += _experts(rs, plan)
+    if rs.mlock:
+        argv.append("--mlock")
+    if rs.reasoning is False:
+        argv += ["--reasoning-budget", "0"] if kind == "ik_llama.cpp" else ["-rea", "off"]
+    argv += ["--host", "0.0.0.0" if svc.expose else "127.0.0.1", "--port", str(svc.port)]
+    argv += list(svc.args)
+    return tuple(argv)
+
+
+def _experts(rs: ResolvedService, plan: ServicePlan) -> list[str]:
+    mode = rs.experts
+    if not rs.gpus:
+        return []
+    if isinstance(mode, ExpertsHost):
+        return ["--cpu-moe"]
+    if isinstance(mode, ExpertsNCpuMoe):
+        return ["--n-cpu-moe", str(mode.n)]
+    host_layers = plan.expert_layers.get("host", ())
+    buffer_of = {dev: buf for buf, dev in plan.device_of.items() if buf.startswith("CUDA")}
+    moved: dict[str, list[int]] = {}
+    for dev, layers in plan.expert_layers.items():
+        if dev == "host":
+            continue
+        buf = buffer_of[dev]
+        # With --cpu-moe every GPU expert layer needs its rule; without it, only
+        # layers whose experts sit on another GPU than their attention.
+        keep = [n for n in layers if host_layers or plan.layer_buffer.get(n) != buf]
+        if keep:
+            moved[buf] = keep
+    out: list[str] = []
+    for rule in expert_rules(moved):
+        out += ["-ot", rule.arg()]
+    return [*out, "--cpu-moe"] if host_layers else out

@@ -1,0 +1,75 @@
+"""The rendered argv, read back with the runtime's own rules, gives the plan.
+
+For every example layout and service: the ``-ot`` rules (regex search, first
+match, in argument order) followed by what ``--cpu-moe`` / ``--n-cpu-moe``
+add, applied to every routed-expert tensor of the profile, must put each
+tensor exactly where the plan says.  Everything else layoutgen decides is
+pinned too (-ngl, -fa, -ts, -fit off on mainline, 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from layoutgen.override import Rule, apply
+from layoutgen.placement import expert_layer, loaded
+from layoutgen.validate import validate_file
+
+from conftest import ROOT
+
+LAYOUTS = sorted((ROOT / "layouts").glob("*.yaml"))
+CPU_MOE = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"  # llama.cpp common.h, ik the same
+
+
+def _rules(argv: tuple[str, ...]) -> list[Rule]:
+    rules: list[Rule] = []
+    for i, arg in enumerate(argv):
+        if arg == "-ot":
+            pattern, target = argv[i + 1].rsplit("=", 1)
+            rules.append(Rule(pattern, target))
+        elif arg == "--cpu-moe":
+            rules.append(Rule(CPU_MOE, "CPU"))
+        elif arg == "--n-cpu-moe":
+            n = int(argv[i + 1])
+            rules += [
+                Rule(rf"blk\.{k}\.ffn_(up|down|gate|gate_up)_(ch|)exps", "CPU") for k in range(n)
+            ]
+    return rules
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=[p.stem for p in LAYOUTS])
+def test_argv_reproduces_the_planned_expert_placement(layout: Path) -> None:
+    v = validate_file(layout)
+    for sp in v.plan.services:
+        rs = next(r for r in v.services if r.name == sp.name)
+        if not rs.gpus:
+            continue
+        profile = v.profiles[rs.service.model]
+        kind = v.spec.runtimes[rs.service.runtime].kind
+        names = [t.name for t in loaded(profile, kind) if expert_layer(t.name) is not None]
+        got = apply(_rules(sp.argv), names)
+        planned = {n: dev for dev, layers in sp.expert_layers.items() for n in layers}
+        buffer_of = {dev: buf for buf, dev in sp.device_of.items() if buf.startswith("CUDA")}
+        for name in names:
+            layer = expert_layer(name)
+            assert layer is not None
+            target = got[name] or sp.layer_buffer[layer]  # no rule: stays with its layer
+            expected = "CPU" if planned[layer] == "host" else buffer_of[planned[layer]]
+            assert target == expected, (sp.name, name)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=[p.stem for p in LAYOUTS])
+def test_argv_pins_every_decision(layout: Path) -> None:
+    v = validate_file(layout)
+    for sp in v.plan.services:
+        argv = " ".join(sp.argv)
+        svc = v.spec.services[sp.name]
+        assert re.search(r" -ngl (999|0) ", argv)
+        assert f" --host {'0.0.0.0' if svc.expose else '127.0.0.1'} --port {svc.port}" in argv
+        if v.spec.runtimes[svc.runtime].kind == "llama.cpp":
+            assert " -fit off " in argv
+        if len(next(r for r in v.services if r.name == sp.name).gpus) > 1:
+            assert " -sm layer -ts " in argv
