@@ -104,3 +104,22 @@ def test_every_accepted_plan_is_within_capacity(layout: Path) -> None:
     plan = validate_file(layout).plan
     for device in plan.devices:
         assert device.free >= 0, device
+
+
+def test_conflicting_services_are_budgeted_per_scenario(tmp_path: Path) -> None:
+    # Two Qwen3-Coder-Next workers on one 96 GB
+    # GPU do not fit together (~50 GiB each), but fit as alternatives.
+    from specs import VALID, write
+
+    both_on_gpu0 = VALID.replace(
+        "    role: orchestrator\n", "    role: worker\n    gpus: [gpu0]\n"
+    ).replace("ctx: 32768", "ctx: 262144")
+    spec = write(tmp_path, both_on_gpu0)
+    refused = run_cli(["validate", str(spec)])
+    assert refused.code == 1 and "does not fit GPU gpu0" in refused.stdout
+    alternatives = both_on_gpu0.replace(
+        "    threads: 15\n", "    threads: 15\n    conflicts: [worker0]\n"
+    )
+    assert alternatives != both_on_gpu0
+    accepted = run_cli(["validate", str(write(tmp_path, alternatives, "alt.yaml"))])
+    assert accepted.code == 0, accepted.stdout
