@@ -15,6 +15,9 @@ layer and recurrent (DeltaNet) layers elsewhere.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 from layoutgen.gguf_header import SkippedArray
@@ -25,9 +28,28 @@ _SWA_PATTERN_DEFAULT = {"gemma3": 6, "llama4": 4, "gpt-oss": 2}
 _RECURRENT_INTERVAL_ARCHS = {"qwen3next", "qwen35", "qwen35moe"}
 
 
+@functools.cache
+def gguf_keys() -> Any:
+    """``gguf.Keys``: the metadata key names, from the gguf package itself.
+
+    Loaded from the package's ``constants.py`` alone (it needs only the
+    standard library): importing ``gguf`` runs its ``__init__``, which imports
+    numpy and the reader, ~100 ms of ``layoutgen inspect`` for key names.
+    """
+    found = importlib.util.find_spec("gguf")
+    if found is None or found.origin is None:  # pragma: no cover - a declared dependency
+        raise ModuleNotFoundError("gguf")
+    path = Path(found.origin).parent / "constants.py"
+    spec = importlib.util.spec_from_file_location("layoutgen._gguf_constants", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Keys
+
+
 def normalise(arch: str, kv: dict[str, Any]) -> HParams:
     """The profile's hyperparameters from one model's key/values."""
-    from gguf import Keys
+    Keys = gguf_keys()
 
     def get(template: str) -> Any:
         value = kv.get(template.format(arch=arch))
@@ -78,7 +100,7 @@ def normalise(arch: str, kv: dict[str, Any]) -> HParams:
 
 
 def _swa_layers(arch: str, n_layer: int, kv: dict[str, Any], window: Any) -> Any:
-    from gguf import Keys
+    Keys = gguf_keys()
 
     raw = kv.get(Keys.Attention.SLIDING_WINDOW_PATTERN.format(arch=arch))
     if isinstance(raw, list) and raw and isinstance(raw[0], bool):

@@ -119,3 +119,14 @@ def test_unsplit_file_with_split_count_but_odd_name(tmp_path: Path) -> None:
 def test_not_a_file(tmp_path: Path) -> None:
     with pytest.raises(GGUFError, match=r"nope\.gguf: no such file"):
         read_header(tmp_path / "nope.gguf")
+
+
+def test_key_names_are_the_gguf_packages() -> None:
+    """hparams reads gguf's constants module on its own; it is the same table."""
+    import gguf
+
+    from layoutgen.hparams import gguf_keys
+
+    keys = gguf_keys()
+    assert keys.LLM.BLOCK_COUNT == gguf.Keys.LLM.BLOCK_COUNT == "{arch}.block_count"
+    assert keys.Attention.SLIDING_WINDOW == gguf.Keys.Attention.SLIDING_WINDOW
