@@ -25,7 +25,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from layoutgen import quants, source
-from layoutgen.errors import Diagnostic, InvalidInput, Problem, Severity
+from layoutgen.errors import InvalidInput, Problem
 from layoutgen.tensors import Folded, LayerSetError, Tensor, expand_name, fold, parse_layers
 
 SCHEMA_VERSION = 1
@@ -171,29 +171,13 @@ def load_profile(path: Path, name: str | None = None) -> Profile:
 
 
 def profile_from_document(doc: source.Document) -> Profile:
-    from pydantic import ValidationError
+    from layoutgen.schema_errors import validate_mapping
 
-    from layoutgen.schema_errors import problems_from
-
-    data = doc.plain()
-    if not isinstance(data, dict):
-        raise InvalidInput(
-            [
-                Diagnostic(
-                    doc.name,
-                    1,
-                    1,
-                    Severity.ERROR,
-                    "a profile is a mapping with keys schema, name, arch, "
-                    "source, hparams and tensors",
-                )
-            ]
-        )
-    try:
-        parsed = ProfileSchema.model_validate(data)
-    except ValidationError as exc:
-        problems = problems_from(exc.errors(), data, ProfileSchema)
-        raise InvalidInput([doc.diagnostic(p) for p in problems]) from None
+    parsed = validate_mapping(
+        doc,
+        ProfileSchema,
+        "a profile is a mapping with keys schema, name, arch, source, hparams and tensors",
+    )
     problems = check(parsed)
     if problems:
         raise InvalidInput([doc.diagnostic(p) for p in problems])

@@ -11,12 +11,13 @@ from __future__ import annotations
 import difflib
 import types
 import typing
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
-from layoutgen.errors import Problem, SpecPath
+from layoutgen.errors import Diagnostic, InvalidInput, Problem, Severity, SpecPath
+from layoutgen.source import Document
 
 #: Names people bring from llama.cpp flags or other tools, and the spec key meant.
 ALIASES = {
@@ -47,6 +48,28 @@ ALIASES = {
     "memory": "ram",
     "vram_reserve": "reserve",
 }
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def validate_mapping(doc: Document, model: type[M], expected: str) -> M:
+    """Validate a document's top-level mapping as ``model``, or raise located diagnostics.
+
+    ``expected`` says what the file should be, for a file that is empty or
+    not a mapping ("a spec is a mapping with keys host, ...").
+    """
+    from pydantic import ValidationError
+
+    data = doc.plain()
+    if not isinstance(data, dict):
+        what = "empty file" if data is None else "not a mapping"
+        raise InvalidInput([Diagnostic(doc.name, 1, 1, Severity.ERROR, f"{what}: {expected}")])
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = problems_from(exc.errors(), data, model)
+        raise InvalidInput([doc.diagnostic(p) for p in problems]) from None
 
 
 def problems_from(errors: list[ErrorDetails], data: Any, root: type[BaseModel]) -> list[Problem]:

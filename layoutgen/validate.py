@@ -38,25 +38,12 @@ def validate_file(path: Path, name: str | None = None) -> Validated:
     return validate_document(source.load(path, name))
 
 
-def _whole_file(doc: source.Document, message: str) -> InvalidInput:
-    return InvalidInput([Diagnostic(doc.name, 1, 1, Severity.ERROR, message)])
-
-
 def validate_document(doc: source.Document) -> Validated:
-    from pydantic import ValidationError
+    from layoutgen.schema_errors import validate_mapping
 
-    from layoutgen.schema_errors import problems_from
-
-    data = doc.plain()
-    if data is None:
-        raise _whole_file(doc, "empty spec: write at least 'host:' and 'services:'")
-    if not isinstance(data, dict):
-        raise _whole_file(doc, "a spec is a mapping with keys host, models, runtimes and services")
-    try:
-        spec = Spec.model_validate(data)
-    except ValidationError as exc:
-        problems = problems_from(exc.errors(), data, Spec)
-        raise InvalidInput([doc.diagnostic(p) for p in problems]) from None
+    spec = validate_mapping(
+        doc, Spec, "a spec is a mapping with keys host, models, runtimes and services"
+    )
     services = resolve(spec)
     profiles, profile_problems, elsewhere = _profiles(spec, doc)
     problems = [
