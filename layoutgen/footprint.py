@@ -18,6 +18,7 @@ from layoutgen.kvcache import KVSettings, device_bytes, layer_caches
 from layoutgen.placement import (
     expert_layer,
     host_buffer,
+    ik_computed_wkv_b,
     ik_split_sizes,
     loaded,
     place_weights,
@@ -149,24 +150,36 @@ def buffers(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -
     host = host_buffer(s.runtime, gpus=bool(devices), host_overrides=host_overrides, mmap=s.mmap)
     output = devices[-1] if devices else None
     w = place_weights(s.profile, s.runtime, layers, experts, host, output)
+    weights = dict(w.buffers)
+    created: dict[str, int] = {}
+    if s.runtime == "ik_llama.cpp":
+        for layer, nbytes in ik_computed_wkv_b(s.profile, s.kv.mla).items():
+            buf = layers.get(layer, host)
+            created[buf] = created.get(buf, 0) + nbytes
     kv: dict[str, int] = {}
     for cache in layer_caches(s.profile.hparams, s.kv, arch=s.profile.arch):
         buf = layers.get(cache.layer, "CPU")
         kv[buf] = kv.get(buf, 0) + device_bytes(cache, cuda=buf.startswith("CUDA"))
-    names = set(w.buffers) | set(kv) | set(devices)
-    if devices and (host in w.buffers):
+    names = set(weights) | set(kv) | set(devices)
+    if devices and (host in weights):
         names.add("CUDA_Host")  # the host-side compute buffer is named CUDA_Host with a GPU
     if not devices:
         names.add("CPU")
     out: dict[str, Part] = {}
     for name in sorted(names):
         compute, basis = _compute(s, name, output)
-        basis_map: dict[str, Basis] = {"weights": "exact", "kv": "exact", "compute": basis}
+        basis_map: dict[str, Basis] = {
+            "weights": "exact",
+            "created": "exact",
+            "kv": "exact",
+            "compute": basis,
+        }
         for key in ("weights", "kv"):
             if key in s.measured.get(name, {}):
                 basis_map[key] = "measured"
         out[name] = Part(
-            weights=s.measured.get(name, {}).get("weights", w.buffers.get(name, 0)),
+            weights=s.measured.get(name, {}).get("weights", weights.get(name, 0)),
+            created=created.get(name, 0),
             kv=s.measured.get(name, {}).get("kv", kv.get(name, 0)),
             compute=compute,
             overhead=s.overhead if name in devices else 0,

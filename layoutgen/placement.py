@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from layoutgen.profile import Profile
+from layoutgen.quants import tensor_nbytes
 from layoutgen.tensors import Tensor
 
 Runtime = str  # "llama.cpp" | "ik_llama.cpp"
@@ -219,3 +220,35 @@ def place_weights(
         tensor_buffer[t.name] = buf
         buffers[buf] = buffers.get(buf, 0) + t.nbytes
     return Weights(tensor_buffer, dict(sorted(buffers.items())), skipped)
+
+
+def ik_computed_wkv_b(profile: Profile, mla: int | None) -> dict[int, int]:
+    """Bytes per layer of the ``attn_kv_b`` tensors ik_llama.cpp computes at start-up.
+
+    With MLA at level 2 or 3 (its default) ik_llama.cpp needs ``wkv_b``; a GGUF
+    that carries only ``attn_k_b``/``attn_v_b`` (recent conversions, GLM-5.1)
+    gets one computed per layer, as q8_0 unless both halves are f16/bf16, of
+    shape [kv_lora_rank, n_head x (qk_nope + v_head)], in a buffer of the same
+    type as ``attn_k_b`` ("Computed blk.N.attn_kv_b.weight ... stored in buffer
+    CUDA0"; ik_llama.cpp src/llama.cpp).  It is real device memory, allocated
+    after the logged model buffer sizes, so it is not in them.
+    """
+    hp = profile.hparams
+    if (mla or 3) < 2 or not hp.kv_lora_rank or not hp.rope_dim:
+        return {}
+    tensors = loaded(profile, "ik_llama.cpp")
+    if any(t.name.endswith(".attn_kv_b.weight") for t in tensors):
+        return {}
+    n_head = hp.n_head if isinstance(hp.n_head, int) else None
+    if n_head is None or hp.key_length is None or hp.value_length is None:
+        return {}
+    halves: dict[int, set[str]] = {}
+    for t in tensors:
+        if t.layer is not None and t.name.endswith((".attn_k_b.weight", ".attn_v_b.weight")):
+            halves.setdefault(t.layer, set()).add(t.type)
+    shape = (hp.kv_lora_rank, n_head * (hp.key_length - hp.rope_dim + hp.value_length))
+    out: dict[int, int] = {}
+    for layer, types in sorted(halves.items()):
+        qtype = types.pop() if len(types) == 1 and types <= {"f16", "bf16"} else "q8_0"
+        out[layer] = tensor_nbytes(qtype, shape)
+    return out

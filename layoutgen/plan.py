@@ -20,14 +20,15 @@ from typing import Any, Literal
 
 SCHEMA = 1
 Basis = Literal["exact", "estimated", "measured"]
-PARTS = ("weights", "kv", "compute", "overhead")
+PARTS = ("weights", "created", "kv", "compute", "overhead")
 
 
 @dataclass(frozen=True)
 class Part:
     """One service's use of one runtime buffer."""
 
-    weights: int = 0
+    weights: int = 0  # the runtime's logged model buffer
+    created: int = 0  # tensors the runtime computes at start-up, beside the model buffer
     kv: int = 0
     compute: int = 0
     overhead: int = 0
@@ -35,7 +36,7 @@ class Part:
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv + self.compute + self.overhead
+        return self.weights + self.created + self.kv + self.compute + self.overhead
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ def to_json(plan: Plan) -> str:
                     name: {
                         "device": s.device_of[name],
                         "weights": part.weights,
+                        "created": part.created,
                         "kv": part.kv,
                         "compute": part.compute,
                         "overhead": part.overhead,
@@ -124,7 +126,8 @@ def to_text(plan: Plan) -> str:
     from layoutgen.tensors import format_layers
 
     lines = [f"plan for {plan.spec} (host {plan.host}); MiB; ~ estimated, * measured", ""]
-    header = f"  {'service':<20} {'buffer':<11} {'weights':>9} {'kv':>8} {'compute':>9} "
+    header = f"  {'service':<20} {'buffer':<11} {'weights':>9} {'created':>8} {'kv':>8} "
+    header += f"{'compute':>9} "
     header += f"{'overhead':>9} {'total':>9}"
     for dev in plan.devices:
         title = "host RAM" if dev.id == "host" else f"GPU {dev.id}"
@@ -143,11 +146,11 @@ def to_text(plan: Plan) -> str:
         for sp, buf, part in rows:
             cells = [
                 f"{_mib(getattr(part, k))}{_MARK[part.basis.get(k, 'exact')]}"
-                for k in ("weights", "kv", "compute")
+                for k in ("weights", "created", "kv", "compute")
             ]
             lines.append(
-                f"  {sp.name:<20} {buf:<11} {cells[0]:>9} {cells[1]:>8} {cells[2]:>9} "
-                f"{_mib(part.overhead):>9} {_mib(part.total):>9}"
+                f"  {sp.name:<20} {buf:<11} {cells[0]:>9} {cells[1]:>8} {cells[2]:>8} "
+                f"{cells[3]:>9} {_mib(part.overhead):>9} {_mib(part.total):>9}"
             )
         lines.append("")
     for sp in plan.services:

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from layoutgen.argv import server_argv
 from layoutgen.errors import LayoutgenError, Problem, Severity
 from layoutgen.footprint import Setting, buffers, expert_bytes, layer_split, setting
-from layoutgen.plan import DevicePlan, Part, Plan, ServicePlan
+from layoutgen.plan import PARTS, DevicePlan, Part, Plan, ServicePlan
 from layoutgen.profile import Profile
 from layoutgen.roles import ResolvedService
 from layoutgen.sizes import format_size
@@ -256,7 +256,7 @@ def _device_use(plans: Iterable[ServicePlan]) -> dict[str, list[tuple[str, str, 
     out: dict[str, list[tuple[str, str, str, int]]] = {}
     for sp in plans:
         for buf, part in sp.buffers.items():
-            for key in ("weights", "kv", "compute", "overhead"):
+            for key in PARTS:
                 value = getattr(part, key)
                 if value:
                     out.setdefault(sp.device_of[buf], []).append((sp.name, buf, key, value))

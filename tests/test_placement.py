@@ -6,6 +6,7 @@ import pytest
 
 from layoutgen.placement import (
     host_buffer,
+    ik_computed_wkv_b,
     ik_split_sizes,
     loaded,
     place_weights,
@@ -107,3 +108,13 @@ def test_mainline_count_split_puts_the_output_on_the_last_device() -> None:
     split = split_by_count(range(79), ("CUDA0", "CUDA1"), (1, 1))
     assert max(n for n, d in split.items() if d == "CUDA0") == 39
     assert min(n for n, d in split.items() if d == "CUDA1") == 40
+
+
+def test_ik_computes_wkv_b_for_mla_ggufs_without_it(glm: Profile) -> None:
+    # ik_llama.cpp src/llama.cpp: with -mla 2/3 and no attn_kv_b in the GGUF it
+    # computes one per layer as q8_0, [kv_lora_rank, n_head * (qk_nope + v_head)]:
+    # GLM-5.1: [512, 64 * (192 + 256)] = 28672 rows of 512/32 * 34 B.
+    created = ik_computed_wkv_b(glm, 3)
+    assert set(created) == set(range(79))  # blk.78 keeps attn_k_b/attn_v_b, so it too
+    assert set(created.values()) == {28672 * 512 // 32 * 34}
+    assert ik_computed_wkv_b(glm, 1) == {}  # -mla 1 does not use wkv_b
