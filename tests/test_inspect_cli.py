@@ -128,3 +128,19 @@ def test_sparse_320_gib_eight_shard_model_inspects_from_headers_only(tmp_path: P
     profile = inspect_model(paths[0])
     assert profile.total_bytes == 76 * 4088 * 2**20
     assert sum(p.stat().st_blocks for p in paths) * 512 < 2**20  # nothing was written
+
+
+def test_broken_models_are_one_line_errors_with_exit_1(tmp_path: Path) -> None:
+    from conftest import run_cli
+
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"FUGG" + bytes(60))
+    kv = _kv("llama", 4)
+    shards = write_model(tmp_path / "s.gguf", "llama", kv, LLAMA, split_max_tensors=2)
+    shards[-1].unlink()
+    for target, name in ((bad, "bad.gguf"), (shards[0], shards[-1].name)):
+        result = run_cli(["inspect", str(target)])
+        assert result.code == 1
+        assert result.stdout == ""
+        assert result.stderr.count("\n") == 1 and name in result.stderr
+        assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
