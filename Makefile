@@ -15,8 +15,7 @@ $(STAMP): pyproject.toml
 
 # The main job on the bundled example layouts.
 render: $(STAMP)
-	$(BIN)/layoutgen validate layouts/*.yaml
-	@echo "make render: all example layouts in layouts/ are valid (rendering arrives with issue 5)."
+	$(BIN)/layoutgen render layouts/*.yaml
 
 lint: $(STAMP)
 	$(BIN)/ruff check layoutgen tests

@@ -55,9 +55,22 @@ def server_argv(
         argv.append("--mlock")
     if rs.reasoning is False:
         argv += ["--reasoning-budget", "0"] if kind == "ik_llama.cpp" else ["-rea", "off"]
-    argv += ["--host", "0.0.0.0" if svc.expose else "127.0.0.1", "--port", str(svc.port)]
+    argv += ["--host", _bind(spec, rs), "--port", str(svc.port)]
     argv += list(svc.args)
     return tuple(argv)
+
+
+def _bind(spec: Spec, rs: ResolvedService) -> str:
+    """The address the server listens on.
+
+    A native server binds 127.0.0.1 (0.0.0.0 only with ``expose``).  In a
+    container it must listen on the container's own interfaces, or podman's
+    port forwarding cannot reach it; who may connect is decided by the
+    publish address on the host (``127.0.0.1:PORT:PORT`` unless ``expose``).
+    """
+    if spec.runtimes[rs.service.runtime].image is not None:
+        return "0.0.0.0"
+    return "0.0.0.0" if rs.service.expose else "127.0.0.1"
 
 
 def _experts(rs: ResolvedService, plan: ServicePlan) -> list[str]:

@@ -118,6 +118,69 @@ def plan(
 
 
 @app.command()
+def render(
+    specs: Annotated[list[Path], typer.Argument(help="spec files", metavar="SPEC...")],
+    out: Annotated[Path, typer.Option("-o", "--out", help="output root")] = Path("out"),
+    check: Annotated[
+        bool, typer.Option("--check", help="write nothing; show the diff; exit 2 if stale")
+    ] = False,
+    templates: Annotated[
+        Path | None, typer.Option("--templates", help="use templates from this directory")
+    ] = None,
+) -> None:
+    """Render podman scripts, quadlet and systemd units, layout.md and plan.json per host."""
+    from layoutgen.errors import LayoutgenError
+    from layoutgen.outdir import plan_changes, unified_diff, write
+    from layoutgen.render import render as render_files
+    from layoutgen.validate import validate_files
+
+    results = validate_files([(spec, str(spec)) for spec in specs])
+    rendered: dict[str, dict[str, str]] = {}
+    failed = False
+    for result in results:
+        for diag in result.diagnostics:
+            print(diag.gcc(), file=sys.stderr)
+        if result.validated is None:
+            failed = True
+            continue
+        try:
+            rendered[result.name] = render_files(result.validated, result.name, templates)
+        except LayoutgenError as exc:
+            print(f"{result.name}: error: {exc}", file=sys.stderr)
+            failed = True
+    owners: dict[str, str] = {}
+    for name, files in rendered.items():
+        for path in files:
+            if path in owners:
+                print(
+                    f"{name}: error: {out / path} is also rendered by {owners[path]}; give "
+                    "the two specs different host names or service names",
+                    file=sys.stderr,
+                )
+                failed = True
+            owners.setdefault(path, name)
+    if failed:
+        raise typer.Exit(1)
+    if check:
+        changes = plan_changes(out, rendered)
+        print(unified_diff(out, changes), end="")
+        print(f"{len(changes)} file(s) would change" if changes else "up to date", file=sys.stderr)
+        raise typer.Exit(2 if changes else 0)
+    try:
+        changes = write(out, rendered)
+    except OSError as exc:
+        print(f"error: cannot write {out}: {exc.strerror}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    total = sum(len(files) for files in rendered.values())
+    removed = sum(1 for c in changes if c.new is None)
+    print(
+        f"{out}: {len(changes) - removed} written, {total - len(changes) + removed} unchanged, "
+        f"{removed} removed",
+        file=sys.stderr,
+    )
+
+
+@app.command()
 def schema() -> None:
     """Print the JSON Schema of the spec (for editors and yaml-language-server)."""
     import json

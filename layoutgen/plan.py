@@ -72,6 +72,9 @@ class Plan:
     devices: tuple[DevicePlan, ...]
     services: tuple[ServicePlan, ...]
     warnings: tuple[str, ...] = ()
+    #: the order services were placed in (fixed first, then auto by priority):
+    #: services sharing a GPU start in this order, each after the previous is up.
+    order: tuple[str, ...] = ()
 
     def device(self, device_id: str) -> DevicePlan:
         return next(d for d in self.devices if d.id == device_id)

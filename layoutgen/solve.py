@@ -148,7 +148,8 @@ def solve(
         placed[n] = dataclasses.replace(placed[n], argv=argv)
     devices = _devices(spec, placed, worlds)
     warnings = tuple(p.message for p in problems)
-    return Plan(name, spec.host.name, devices, tuple(placed[n] for n in sorted(placed)), warnings)
+    services_sorted = tuple(placed[n] for n in sorted(placed))
+    return Plan(name, spec.host.name, devices, services_sorted, warnings, tuple(order))
 
 
 def _fixed_experts(rs: ResolvedService, s: Setting, layers: Mapping[int, str]) -> dict[int, str]:

@@ -68,7 +68,11 @@ def test_argv_pins_every_decision(layout: Path) -> None:
         argv = " ".join(sp.argv)
         svc = v.spec.services[sp.name]
         assert re.search(r" -ngl (999|0) ", argv)
-        assert f" --host {'0.0.0.0' if svc.expose else '127.0.0.1'} --port {svc.port}" in argv
+        container = v.spec.runtimes[svc.runtime].image is not None
+        # In a container the server listens on the container's interfaces; the host
+        # side publishes on 127.0.0.1 (render checks that). Native servers bind 127.0.0.1.
+        bind = "0.0.0.0" if container or svc.expose else "127.0.0.1"
+        assert f" --host {bind} --port {svc.port}" in argv
         if v.spec.runtimes[svc.runtime].kind == "llama.cpp":
             assert " -fit off " in argv
         if len(next(r for r in v.services if r.name == sp.name).gpus) > 1:

@@ -1,0 +1,286 @@
+"""What each service's units say, as data: the podman options, quadlet keys and systemd keys.
+
+Rendering is split in two: this module decides *what* goes into the files
+(pure data, every argument already quoted for its format), the templates
+only lay it out.  Conventions (DESIGN §7): ports published on 127.0.0.1
+unless ``expose``; GPUs by CDI name; the model's directory mounted
+read-only with a shared label (``:ro,z``, so several containers can use
+it); no new privileges and every capability dropped but those the spec
+grants; unlimited memlock when the service pins host memory; a health
+check on ``/health``; services sharing a GPU start one after another in the
+solver's order, each after the previous is healthy; ``Restart=on-failure``
+with a start limit; a start timeout that covers the model's load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from layoutgen import quoting
+from layoutgen.argv import MODELS_DIR
+from layoutgen.errors import LayoutgenError
+from layoutgen.plan import Plan, ServicePlan
+from layoutgen.roles import ResolvedService
+from layoutgen.spec import Spec
+
+#: podman version that introduced each quadlet [Container] key we write.
+QUADLET_SINCE: dict[str, tuple[int, int]] = {
+    "Image": (4, 4),
+    "ContainerName": (4, 4),
+    "Exec": (4, 4),
+    "AddDevice": (4, 4),
+    "PublishPort": (4, 4),
+    "Volume": (4, 4),
+    "Environment": (4, 4),
+    "NoNewPrivileges": (4, 4),
+    "DropCapability": (4, 4),
+    "AddCapability": (4, 4),
+    "HealthCmd": (4, 5),
+    "HealthInterval": (4, 5),
+    "HealthStartPeriod": (4, 5),
+    "PodmanArgs": (4, 5),
+    "Ulimit": (4, 6),
+    "Notify=healthy": (5, 0),
+}
+#: podman flags for keys a target version lacks (written through PodmanArgs=).
+PODMAN_FLAG = {
+    "Ulimit": "--ulimit",
+    "HealthCmd": "--health-cmd",
+    "HealthInterval": "--health-interval",
+    "HealthStartPeriod": "--health-start-period",
+}
+
+
+class RenderError(LayoutgenError):
+    """A spec that cannot be rendered for its target (e.g. a quadlet key too new)."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One service's rendered content, every value quoted for its target format."""
+
+    name: str
+    description: str
+    image: str | None
+    podman_options: tuple[str, ...]  # for `podman run`, shell-quoted, one per line
+    command: tuple[str, ...]  # the container command (or native argv), shell-quoted
+    quadlet: dict[str, list[tuple[str, str]]]  # section -> key/value lines
+    service: dict[str, list[tuple[str, str]]]  # plain systemd unit
+
+
+def _version(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")[:2]
+    return int(major), int(minor)
+
+
+def timeout_start(plan: ServicePlan) -> int:
+    """Seconds to allow for a load: 2 min, plus 2 s per GiB of weights.
+
+    Seed 001 pinned 300 GB of host memory in ~50 s; reading 320 GiB from disk
+    at ~0.5-1 GB/s takes several minutes, which this covers.
+    """
+    gib = sum(p.weights + p.created for p in plan.buffers.values()) / 2**30
+    return 120 + int(2 * gib)
+
+
+def _pinned(spec: Spec, rs: ResolvedService, sp: ServicePlan) -> bool:
+    return rs.mlock or any(
+        name == "CUDA_Host" and part.weights for name, part in sp.buffers.items()
+    )
+
+
+def build(spec: Spec, plan: Plan, services: tuple[ResolvedService, ...]) -> list[Unit]:
+    by_name = {rs.name: rs for rs in services}
+    after = _start_after(spec, plan, by_name)
+    return [_unit(spec, by_name[sp.name], sp, after[sp.name]) for sp in plan.services]
+
+
+def _start_after(
+    spec: Spec, plan: Plan, by_name: dict[str, ResolvedService]
+) -> dict[str, list[str]]:
+    """Each service's predecessors: the previous one on each shared GPU, plus ``after``."""
+    out: dict[str, list[str]] = {n: list(by_name[n].service.after) for n in by_name}
+    last_on: dict[str, str] = {}
+    for name in plan.order:
+        for gpu in sorted(by_name[name].gpus):
+            prev = last_on.get(gpu)
+            if prev is not None and prev not in out[name]:
+                out[name].append(prev)
+            last_on[gpu] = name
+    return {n: sorted(v) for n, v in out.items()}
+
+
+def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, after: list[str]) -> Unit:
+    svc = rs.service
+    runtime = spec.runtimes[svc.runtime]
+    model_path = PurePosixPath(spec.models[svc.model].path)
+    index = {g.id: g.index for g in spec.host.gpus}
+    pinned = _pinned(spec, rs, sp)
+    health = f"curl -fsS http://127.0.0.1:{svc.port}/health"
+    timeout = timeout_start(sp)
+    description = f"layoutgen: {rs.name} ({svc.role}, model {svc.model})"
+    publish = f"{'0.0.0.0' if svc.expose else '127.0.0.1'}:{svc.port}:{svc.port}"
+    volume = f"{model_path.parent}:{MODELS_DIR / svc.model}:ro,z"
+    devices = [f"nvidia.com/gpu={index[g]}" for g in sorted(rs.gpus, key=lambda g: index[g])]
+    caps = list(svc.capabilities)
+
+    options = ["--rm", "--name", rs.name]
+    for dev in devices:
+        options += ["--device", dev]
+    options += ["--env", "CUDA_DEVICE_ORDER=PCI_BUS_ID"]
+    options += ["--publish", publish, "--volume", volume]
+    options += ["--security-opt", "no-new-privileges", "--cap-drop", "all"]
+    for cap in caps:
+        options += ["--cap-add", cap]
+    if pinned:
+        options += ["--ulimit", "memlock=-1:-1"]
+    options += [
+        "--health-cmd",
+        health,
+        "--health-interval",
+        "10s",
+        "--health-start-period",
+        f"{timeout}s",
+    ]
+
+    command = list(sp.argv[1:]) if runtime.image else [runtime.binary or "", *sp.argv[1:]]
+    deps = [f"{n}.service" for n in after]
+    unit_section = [("Description", description)]
+    unit_section += [("After", " ".join(["network-online.target", *deps]))]
+    unit_section += [("Wants", " ".join(["network-online.target", *deps]))]
+    unit_section += [("StartLimitIntervalSec", "15min"), ("StartLimitBurst", "3")]
+    service_common = [
+        ("Restart", "on-failure"),
+        ("RestartSec", "10s"),
+        ("TimeoutStartSec", f"{timeout}s"),
+    ]
+
+    quadlet: dict[str, list[tuple[str, str]]] = {"Unit": unit_section}
+    if runtime.image is not None:
+        quadlet["Container"] = _container(
+            spec, rs, runtime.image, devices, publish, volume, caps, pinned, health, timeout, sp
+        )
+        quadlet["Service"] = service_common + _readiness(spec, svc.port, quadlet["Container"])
+        quadlet["Install"] = [("WantedBy", "default.target")]
+
+    service: dict[str, list[tuple[str, str]]] = {"Unit": unit_section}
+    if runtime.image is not None:
+        podman = ["/usr/bin/podman", "run", *options, runtime.image, *sp.argv[1:]]
+        service["Service"] = [
+            ("Type", "exec"),
+            ("ExecStart", quoting.systemd_line(podman)),
+            ("ExecStop", quoting.systemd_line(["/usr/bin/podman", "stop", "-t", "30", rs.name])),
+            *_wait(svc.port),
+            *service_common,
+        ]
+    else:
+        native = [runtime.binary or "", *sp.argv[1:]]
+        service["Service"] = [
+            ("Type", "exec"),
+            ("ExecStart", quoting.systemd_line(native)),
+            ("NoNewPrivileges", "yes"),
+            *([("LimitMEMLOCK", "infinity")] if pinned else []),
+            *_wait(svc.port),
+            *service_common,
+        ]
+    service["Install"] = [("WantedBy", "multi-user.target")]
+    return Unit(
+        name=rs.name,
+        description=description,
+        image=runtime.image,
+        podman_options=tuple(_pairs(options)),
+        command=tuple(_arg_lines(command)),
+        quadlet=quadlet,
+        service=service,
+    )
+
+
+def _arg_lines(argv: list[str]) -> list[str]:
+    """A flag and its value on one line (``-c 32768``), shell-quoted, for a readable script."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i].startswith("-") and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            out.append(f"{quoting.shell(argv[i])} {quoting.shell(argv[i + 1])}")
+            i += 2
+        else:
+            out.append(quoting.shell(argv[i]))
+            i += 1
+    return out
+
+
+def _pairs(options: list[str]) -> list[str]:
+    """`--flag value` pairs on one line each, shell-quoted."""
+    out: list[str] = []
+    i = 0
+    while i < len(options):
+        flag = options[i]
+        if i + 1 < len(options) and not options[i + 1].startswith("--"):
+            out.append(f"{flag} {quoting.shell(options[i + 1])}")
+            i += 2
+        else:
+            out.append(flag)
+            i += 1
+    return out
+
+
+def _container(
+    spec: Spec,
+    rs: ResolvedService,
+    image: str,
+    devices: list[str],
+    publish: str,
+    volume: str,
+    caps: list[str],
+    pinned: bool,
+    health: str,
+    timeout: int,
+    sp: ServicePlan,
+) -> list[tuple[str, str]]:
+    target = _version(spec.host.podman)
+    keys: list[tuple[str, str]] = [("ContainerName", rs.name), ("Image", image)]
+    keys += [("AddDevice", d) for d in devices]
+    keys += [("Environment", "CUDA_DEVICE_ORDER=PCI_BUS_ID")]
+    keys += [("PublishPort", publish), ("Volume", volume)]
+    keys += [("NoNewPrivileges", "true"), ("DropCapability", "all")]
+    keys += [("AddCapability", c) for c in caps]
+    if pinned:
+        keys.append(("Ulimit", "memlock=-1:-1"))
+    keys += [("HealthCmd", health), ("HealthInterval", "10s"), ("HealthStartPeriod", f"{timeout}s")]
+    if target >= QUADLET_SINCE["Notify=healthy"]:
+        keys.append(("Notify", "healthy"))
+    keys.append(("Exec", quoting.systemd_line(sp.argv[1:])))
+    return _fit_version(keys, target)
+
+
+def _fit_version(keys: list[tuple[str, str]], target: tuple[int, int]) -> list[tuple[str, str]]:
+    """Keys the target podman knows; newer ones through PodmanArgs=, or an error."""
+    out: list[tuple[str, str]] = []
+    extra: list[str] = []
+    for key, value in keys:
+        since = QUADLET_SINCE.get(key, (0, 0))
+        if target >= since:
+            out.append((key, value))
+        elif key in PODMAN_FLAG and target >= QUADLET_SINCE["PodmanArgs"]:
+            extra += [PODMAN_FLAG[key], value]
+        else:
+            raise RenderError(
+                f"quadlet key {key}= needs podman {since[0]}.{since[1]} or newer; the host "
+                f"runs {target[0]}.{target[1]} (host.podman)"
+            )
+    if extra:
+        out.append(("PodmanArgs", quoting.systemd_line(extra)))
+    return out
+
+
+def _readiness(spec: Spec, port: int, container: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Without Notify=healthy, a unit counts as started once /health answers."""
+    if ("Notify", "healthy") in container:
+        return []
+    return _wait(port)
+
+
+def _wait(port: int) -> list[tuple[str, str]]:
+    probe = f"until curl -fsS http://127.0.0.1:{port}/health >/dev/null 2>&1; do sleep 2; done"
+    return [("ExecStartPost", quoting.systemd_line(["/bin/sh", "-c", probe]))]
