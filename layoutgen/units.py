@@ -258,17 +258,21 @@ def _fit_version(keys: list[tuple[str, str]], target: tuple[int, int]) -> list[t
     """Keys the target podman knows; newer ones through PodmanArgs=, or an error."""
     out: list[tuple[str, str]] = []
     extra: list[str] = []
+    too_new: list[str] = []
     for key, value in keys:
         since = QUADLET_SINCE.get(key, (0, 0))
         if target >= since:
             out.append((key, value))
         elif key in PODMAN_FLAG and target >= QUADLET_SINCE["PodmanArgs"]:
             extra += [PODMAN_FLAG[key], value]
-        else:
-            raise RenderError(
-                f"quadlet key {key}= needs podman {since[0]}.{since[1]} or newer; the host "
-                f"runs {target[0]}.{target[1]} (host.podman)"
-            )
+        elif f"{key}=" not in " ".join(too_new):
+            too_new.append(f"{key}= needs {since[0]}.{since[1]}")
+    if too_new:
+        raise RenderError(
+            f"podman {target[0]}.{target[1]} (host.podman) is too old for quadlet keys this "
+            f"layout needs: {', '.join(too_new)}; raise host.podman if the host has a newer "
+            "podman, or render plain systemd units (systemd/) only"
+        )
     if extra:
         out.append(("PodmanArgs", quoting.systemd_line(extra)))
     return out

@@ -1,0 +1,82 @@
+"""Unit content decisions: podman version targeting, start order, readiness."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from layoutgen.render import render
+from layoutgen.source import parse
+from layoutgen.units import QUADLET_SINCE, RenderError
+from layoutgen.validate import validate_document, validate_file
+
+from conftest import ROOT, run_cli
+
+FINAL = ROOT / "layouts" / "familiar-final.yaml"
+
+
+def _with_podman(version: str) -> dict[str, str]:
+    text = FINAL.read_text().replace('podman: "5.4"', f'podman: "{version}"')
+    assert f'podman: "{version}"' in text
+    doc = parse(text, "layouts/familiar-final.yaml", FINAL)
+    return render(validate_document(doc), "layouts/familiar-final.yaml")
+
+
+def _keys(unit: str, section: str) -> list[str]:
+    block = unit.split(f"[{section}]\n", 1)[1].split("\n\n", 1)[0]
+    return [line.split("=", 1)[0] for line in block.splitlines()]
+
+
+def test_podman_5_waits_for_healthy_through_notify() -> None:
+    unit = _with_podman("5.4")["compute/quadlet/grandpa.container"]
+    assert "Notify=healthy" in unit
+    assert "ExecStartPost" not in unit
+
+
+def test_podman_4_9_waits_with_a_readiness_probe_instead() -> None:
+    unit = _with_podman("4.9")["compute/quadlet/grandpa.container"]
+    assert "Notify=healthy" not in unit
+    assert "ExecStartPost=/bin/sh -c" in unit
+
+
+def test_podman_4_4_gets_newer_keys_through_podman_args() -> None:
+    # Ulimit= (4.6) and HealthCmd= (4.5) are too new for 4.4, and so is PodmanArgs= (4.5):
+    # rendering says which keys need which version.
+    with pytest.raises(
+        RenderError,
+        match=r"podman 4\.4 \(host\.podman\) is too old for quadlet keys this layout "
+        r"needs: Ulimit= needs 4\.6, HealthCmd= needs 4\.5, HealthInterval= needs 4\.5, "
+        r"HealthStartPeriod= needs 4\.5; ",
+    ):
+        _with_podman("4.4")
+    unit = _with_podman("4.5")["compute/quadlet/grandpa.container"]
+    keys = _keys(unit, "Container")
+    assert "Ulimit" not in keys
+    assert "PodmanArgs=--ulimit memlock=-1:-1" in unit
+    for key in keys:
+        assert QUADLET_SINCE.get(key, (0, 0)) <= (4, 5), key
+
+
+def test_services_sharing_a_gpu_start_in_the_solvers_order() -> None:
+    files = render(validate_file(FINAL, "f.yaml"), "f.yaml")
+    grandpa = files["compute/quadlet/grandpa.container"]
+    assert "After=network-online.target naughty-worker0.service naughty-worker1.service" in grandpa
+    worker = files["compute/quadlet/naughty-worker0.container"]
+    assert "After=network-online.target\n" in worker  # first on its GPU
+    for text in files.values():
+        assert "Restart=always" not in text
+
+
+def test_user_templates(tmp_path: Path) -> None:
+    for src in (ROOT / "templates").iterdir():
+        (tmp_path / src.name).write_text(src.read_text())
+    (tmp_path / "layout.md.j2").write_text("custom {{ host }}\n")
+    out = tmp_path / "out"
+    result = run_cli(["render", "--templates", str(tmp_path), "-o", str(out), str(FINAL)])
+    assert result.code == 0, result.stderr
+    assert (out / "compute" / "layout.md").read_text() == "custom compute\n"
+    (tmp_path / "podman.sh.j2").unlink()
+    result = run_cli(["render", "--templates", str(tmp_path), "-o", str(out), str(FINAL)])
+    assert result.code == 1
+    assert "missing template(s) podman.sh.j2" in result.stderr
