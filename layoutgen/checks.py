@@ -257,6 +257,13 @@ def _args(spec: Spec) -> Iterator[Problem]:
                 yield Problem(
                     path, f"services.{name}.args[{i}]: {flag} {owned.reason}; {owned.instead}"
                 )
+            elif arg in ("", ";"):
+                yield Problem(
+                    path,
+                    f"services.{name}.args[{i}]: an argument {arg!r} cannot be "
+                    "rendered: systemd and quadlet end the command line there; "
+                    "remove it",
+                )
             elif arg.startswith("-") and " " in arg.strip():
                 parts = arg.split()
                 yield Problem(

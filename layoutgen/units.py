@@ -24,7 +24,9 @@ from layoutgen.plan import Plan, ServicePlan
 from layoutgen.roles import ResolvedService
 from layoutgen.spec import Spec
 
-#: podman version that introduced each quadlet [Container] key we write.
+#: podman version that introduced each quadlet [Container] key we write (podlet's
+#: per-version tables and podman's release notes; HealthCmd/PodmanArgs taken as 4.5,
+#: the safe side; every key checked against podman 5.4.2's quadlet by the tests).
 QUADLET_SINCE: dict[str, tuple[int, int]] = {
     "Image": (4, 4),
     "ContainerName": (4, 4),
@@ -40,7 +42,7 @@ QUADLET_SINCE: dict[str, tuple[int, int]] = {
     "HealthInterval": (4, 5),
     "HealthStartPeriod": (4, 5),
     "PodmanArgs": (4, 5),
-    "Ulimit": (4, 6),
+    "Ulimit": (4, 7),
     "Notify=healthy": (5, 0),
 }
 #: podman flags for keys a target version lacks (written through PodmanArgs=).

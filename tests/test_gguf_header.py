@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 from gguf import GGUFValueType
-from gguf_fixtures import Spec, write_model
 
 from layoutgen.gguf_header import GGUFError, SkippedArray, read_header, read_model
 from layoutgen.inventory import inspect_model
+
+from gguf_fixtures import Spec, write_model
 
 U32 = GGUFValueType.UINT32
 TENSORS = [Spec(f"blk.{i}.w", (32, 4), 8, 4 * 34) for i in range(4)]  # q8_0: 34 B per 32

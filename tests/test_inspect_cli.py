@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 from gguf import GGUFValueType
-from gguf_fixtures import Spec, write_model
 from typer.testing import CliRunner
 
 from layoutgen.cli import app
 from layoutgen.inventory import inspect_model
 from layoutgen.profile import load_profile
+
+from gguf_fixtures import Spec, write_model
 
 U32, ARR = GGUFValueType.UINT32, GGUFValueType.ARRAY
 

@@ -41,12 +41,12 @@ def test_podman_4_9_waits_with_a_readiness_probe_instead() -> None:
 
 
 def test_podman_4_4_gets_newer_keys_through_podman_args() -> None:
-    # Ulimit= (4.6) and HealthCmd= (4.5) are too new for 4.4, and so is PodmanArgs= (4.5):
+    # Ulimit= (4.7) and HealthCmd= (4.5) are too new for 4.4, and so is PodmanArgs= (4.5):
     # rendering says which keys need which version.
     with pytest.raises(
         RenderError,
         match=r"podman 4\.4 \(host\.podman\) is too old for quadlet keys this layout "
-        r"needs: Ulimit= needs 4\.6, HealthCmd= needs 4\.5, HealthInterval= needs 4\.5, "
+        r"needs: Ulimit= needs 4\.7, HealthCmd= needs 4\.5, HealthInterval= needs 4\.5, "
         r"HealthStartPeriod= needs 4\.5; ",
     ):
         _with_podman("4.4")

@@ -20,6 +20,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from gguf import GGUFValueType  # noqa: E402
+
 from gguf_fixtures import Spec, write_model  # noqa: E402
 
 _MEASURE = """
