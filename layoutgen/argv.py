@@ -19,6 +19,8 @@ from layoutgen.roles import ResolvedService
 from layoutgen.spec import ExpertsHost, ExpertsNCpuMoe, Spec
 
 MODELS_DIR = PurePosixPath("/models")
+#: where a container finds its API key file (podman secret or mounted host file)
+API_KEY_PATH = "/run/secrets/api-key"
 
 
 def model_path(spec: Spec, rs: ResolvedService) -> str:
@@ -56,6 +58,10 @@ def server_argv(
     if rs.reasoning is False:
         argv += ["--reasoning-budget", "0"] if kind == "ik_llama.cpp" else ["-rea", "off"]
     argv += ["--host", _bind(spec, rs), "--port", str(svc.port)]
+    key = svc.api_key
+    if key is not None and (key.secret is not None or key.file is not None):
+        inside = spec.runtimes[svc.runtime].image is not None
+        argv += ["--api-key-file", API_KEY_PATH if inside else str(key.file)]
     argv += list(svc.args)
     return tuple(argv)
 

@@ -55,9 +55,10 @@ OWNED: tuple[Owned, ...] = (
     Owned(("--reasoning-budget",), "use 'reasoning: false' (or true)"),
     Owned(
         ("--api-key",),
-        "pass '--api-key-file PATH' instead",
+        "use 'api_key: {secret: NAME}' (a podman secret) or 'api_key: {file: /path}'",
         reason="would write a secret into rendered files",
     ),
+    Owned(("--api-key-file",), "use 'api_key: {file: /path}' (mounted into the container)"),
 )
 _OWNED_BY_FLAG = {flag: owned for owned in OWNED for flag in owned.flags}
 
@@ -73,6 +74,7 @@ def check(spec: Spec, services: tuple[ResolvedService, ...]) -> list[Problem]:
         *_sizes(spec, services),
         *_experts(services),
         *_args(spec),
+        *_api_keys(spec),
         *_ordering(spec),
     ]
 
@@ -245,6 +247,35 @@ def _experts(services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
                         f"{owner[layer]!r}; a layer's experts go to one GPU",
                     )
                 owner.setdefault(layer, gpu)
+
+
+def _api_keys(spec: Spec) -> Iterator[Problem]:
+    for name in sorted(spec.services):
+        svc = spec.services[name]
+        key, runtime = svc.api_key, spec.runtimes.get(svc.runtime)
+        if key is None or runtime is None:
+            continue
+        base = ("services", name, "api_key")
+        if key.secret is not None and runtime.image is None:
+            yield Problem(
+                (*base, "secret"),
+                f"services.{name}.api_key.secret: podman secrets "
+                "need a container runtime; use 'file:' for a native server",
+            )
+        if key.env_file is not None and runtime.kind != "llama.cpp":
+            yield Problem(
+                (*base, "env_file"),
+                f"services.{name}.api_key.env_file: "
+                f"{runtime.kind} does not read LLAMA_API_KEY; use 'file:' or 'secret:'",
+            )
+        for field in ("file", "env_file"):
+            path = getattr(key, field)
+            if path is not None and not path.startswith("/"):
+                yield Problem(
+                    (*base, field),
+                    f"services.{name}.api_key.{field}: {path!r} is "
+                    "not absolute; write the full path on the host",
+                )
 
 
 def _args(spec: Spec) -> Iterator[Problem]:

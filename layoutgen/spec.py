@@ -272,6 +272,30 @@ EXPERT_MODES = ("auto", "host", "gpu", "n-cpu-moe", "explicit")
 # ----------------------------------------------------------------- services
 
 
+class ApiKey(Strict):
+    """Where the server's API key comes from; never written into rendered files."""
+
+    secret: str | None = Field(
+        default=None, description="a podman secret, mounted at /run/secrets/api-key"
+    )
+    file: str | None = Field(
+        default=None, description="an absolute host path: keys one per line, mounted read-only"
+    )
+    env_file: str | None = Field(
+        default=None, description="an absolute host path with LLAMA_API_KEY=... (llama.cpp only)"
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ApiKey:
+        given = [k for k in ("secret", "file", "env_file") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of 'secret' (a podman secret name), 'file' (a host file "
+                "with the keys) or 'env_file' (a host file with LLAMA_API_KEY=...)"
+            )
+        return self
+
+
 class Measured(Strict):
     """Buffer sizes measured from a runtime's start-up log (``layoutgen calibrate``)."""
 
@@ -323,6 +347,9 @@ class Service(Strict):
     measured: dict[str, Measured] = Field(
         default_factory=dict,
         description="measured buffer sizes by runtime buffer name (CUDA0, CUDA_Host, ...)",
+    )
+    api_key: ApiKey | None = Field(
+        default=None, description="require an API key, from a podman secret or a host file"
     )
 
 

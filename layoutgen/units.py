@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from layoutgen import quoting
-from layoutgen.argv import MODELS_DIR
+from layoutgen.argv import API_KEY_PATH, MODELS_DIR
 from layoutgen.errors import LayoutgenError
 from layoutgen.plan import Plan, ServicePlan
 from layoutgen.roles import ResolvedService
-from layoutgen.spec import Spec
+from layoutgen.spec import Service, Spec
 
 #: podman version that introduced each quadlet [Container] key we write (podlet's
 #: per-version tables and podman's release notes; HealthCmd/PodmanArgs taken as 4.5,
@@ -38,6 +38,8 @@ QUADLET_SINCE: dict[str, tuple[int, int]] = {
     "NoNewPrivileges": (4, 4),
     "DropCapability": (4, 4),
     "AddCapability": (4, 4),
+    "EnvironmentFile": (4, 4),
+    "Secret": (4, 5),
     "HealthCmd": (4, 5),
     "HealthInterval": (4, 5),
     "HealthStartPeriod": (4, 5),
@@ -47,6 +49,7 @@ QUADLET_SINCE: dict[str, tuple[int, int]] = {
 }
 #: podman flags for keys a target version lacks (written through PodmanArgs=).
 PODMAN_FLAG = {
+    "Secret": "--secret",
     "Ulimit": "--ulimit",
     "HealthCmd": "--health-cmd",
     "HealthInterval": "--health-interval",
@@ -132,6 +135,7 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, after: list[str]) ->
         options += ["--device", dev]
     options += ["--env", "CUDA_DEVICE_ORDER=PCI_BUS_ID"]
     options += ["--publish", publish, "--volume", volume]
+    options += [flag for key, value in _api_key(svc) for flag in (PODMAN_OPTION[key], value)]
     options += ["--security-opt", "no-new-privileges", "--cap-drop", "all"]
     for cap in caps:
         options += ["--cap-add", cap]
@@ -182,6 +186,7 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, after: list[str]) ->
             ("Type", "exec"),
             ("ExecStart", quoting.systemd_line(native)),
             ("NoNewPrivileges", "yes"),
+            *[(k, v) for k, v in _api_key(svc) if k == "EnvironmentFile"],
             *([("LimitMEMLOCK", "infinity")] if pinned else []),
             *_wait(svc.port),
             *service_common,
@@ -196,6 +201,22 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, after: list[str]) ->
         quadlet=quadlet,
         service=service,
     )
+
+
+#: podman run options for the quadlet keys _api_key returns.
+PODMAN_OPTION = {"Secret": "--secret", "Volume": "--volume", "EnvironmentFile": "--env-file"}
+
+
+def _api_key(svc: Service) -> list[tuple[str, str]]:
+    """The API key reaches the server as a file or environment, never as an argument."""
+    key = svc.api_key
+    if key is None:
+        return []
+    if key.secret is not None:
+        return [("Secret", f"{key.secret},type=mount,target={API_KEY_PATH}")]
+    if key.file is not None:
+        return [("Volume", f"{key.file}:{API_KEY_PATH}:ro,z")]
+    return [("EnvironmentFile", key.env_file or "")]
 
 
 def _arg_lines(argv: list[str]) -> list[str]:
@@ -245,6 +266,7 @@ def _container(
     keys += [("AddDevice", d) for d in devices]
     keys += [("Environment", "CUDA_DEVICE_ORDER=PCI_BUS_ID")]
     keys += [("PublishPort", publish), ("Volume", volume)]
+    keys += _api_key(rs.service)
     keys += [("NoNewPrivileges", "true"), ("DropCapability", "all")]
     keys += [("AddCapability", c) for c in caps]
     if pinned:

@@ -46,7 +46,8 @@ def test_podman_4_4_gets_newer_keys_through_podman_args() -> None:
     with pytest.raises(
         RenderError,
         match=r"podman 4\.4 \(host\.podman\) is too old for quadlet keys this layout "
-        r"needs: Ulimit= needs 4\.7, HealthCmd= needs 4\.5, HealthInterval= needs 4\.5, "
+        r"needs: Secret= needs 4\.5, Ulimit= needs 4\.7, HealthCmd= needs 4\.5, "
+        r"HealthInterval= needs 4\.5, "
         r"HealthStartPeriod= needs 4\.5; ",
     ):
         _with_podman("4.4")
@@ -80,3 +81,18 @@ def test_user_templates(tmp_path: Path) -> None:
     result = run_cli(["render", "--templates", str(tmp_path), "-o", str(out), str(FINAL)])
     assert result.code == 1
     assert "missing template(s) podman.sh.j2" in result.stderr
+
+
+def test_api_keys_reach_the_server_as_files_never_as_arguments() -> None:
+    files = render(validate_file(FINAL, "f.yaml"), "f.yaml")
+    unit = files["compute/quadlet/grandpa.container"]
+    assert "Secret=grandpa-api-key,type=mount,target=/run/secrets/api-key" in unit
+    assert "--api-key-file /run/secrets/api-key" in unit
+    script = files["compute/podman/grandpa.sh"]
+    assert "--secret grandpa-api-key,type=mount,target=/run/secrets/api-key" in script
+    for text in files.values():
+        assert "--api-key " not in text  # a key value is never on a command line
+    beelink = ROOT / "layouts" / "beelink-cpu-only.yaml"
+    native = render(validate_file(beelink, "b.yaml"), "b.yaml")
+    service = next(t for p, t in native.items() if p.endswith(".service"))
+    assert "EnvironmentFile=/etc/layoutgen/beelink.env" in service

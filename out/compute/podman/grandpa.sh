@@ -10,6 +10,7 @@ exec podman run \
   --env CUDA_DEVICE_ORDER=PCI_BUS_ID \
   --publish 127.0.0.1:8000:8000 \
   --volume /mnt/data/models/models--ubergarm--GLM-5.1-GGUF/snapshots/a9962c23e50d9c352e09fe0d9cb131026f4e6441/IQ3_KS:/models/glm-5.1-iq3_ks:ro,z \
+  --secret grandpa-api-key,type=mount,target=/run/secrets/api-key \
   --security-opt no-new-privileges \
   --cap-drop all \
   --cap-add SYS_NICE \
@@ -37,6 +38,7 @@ exec podman run \
   --reasoning-budget 0 \
   --host 0.0.0.0 \
   --port 8000 \
+  --api-key-file /run/secrets/api-key \
   --merge-qkv \
   -ger \
   -muge \
