@@ -68,6 +68,8 @@ def mutated(draw: st.DrawFn) -> str:
             parent[key]
         except (KeyError, IndexError, TypeError):
             continue
+        if not isinstance(parent, dict | list):
+            continue  # an earlier mutation turned this container into a scalar
         op = draw(st.sampled_from(["delete", "replace", "add"]))
         if op == "delete":
             del parent[key]
