@@ -7,14 +7,22 @@ review of that diff is what keeps them honest.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# CI runs the same examples every time (a red CI must be reproducible);
+# developers' runs explore new ones and remember failures in .hypothesis/.
+settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
