@@ -54,6 +54,9 @@ def validate(
     for result in results:
         for diag in result.diagnostics:
             print(diag.github() if fmt is Format.github else diag.gcc())
+        if result.profile:
+            print(f"{result.name}: valid (model profile)", file=sys.stderr)
+            continue
         if result.validated is None:
             errors = sum(1 for d in result.diagnostics if d.severity is Severity.ERROR)
             print(f"{result.name}: invalid ({_count(errors, 'error')})", file=sys.stderr)
@@ -119,7 +122,10 @@ def plan(
 
 @app.command()
 def render(
-    specs: Annotated[list[Path], typer.Argument(help="spec files", metavar="SPEC...")],
+    specs: Annotated[
+        list[Path] | None,
+        typer.Argument(help="spec files (default: layouts/*.yaml)", metavar="[SPEC...]"),
+    ] = None,
     out: Annotated[Path, typer.Option("-o", "--out", help="output root")] = Path("out"),
     check: Annotated[
         bool, typer.Option("--check", help="write nothing; show the diff; exit 2 if stale")
@@ -134,6 +140,11 @@ def render(
     from layoutgen.render import render as render_files
     from layoutgen.validate import validate_files
 
+    if not specs:
+        specs = sorted(Path("layouts").glob("*.yaml"))
+        if not specs:
+            print("error: no SPEC given and no layouts/*.yaml here", file=sys.stderr)
+            raise typer.Exit(2)
     results = validate_files([(spec, str(spec)) for spec in specs])
     rendered: dict[str, dict[str, str]] = {}
     failed = False

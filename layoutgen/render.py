@@ -20,7 +20,20 @@ from layoutgen.plan import to_json, to_text
 from layoutgen.units import build
 from layoutgen.validate import Validated
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+def default_templates() -> Path:
+    """templates/ beside the package in a checkout, else the installed copy."""
+    beside = Path(__file__).resolve().parent.parent / "templates"
+    if beside.is_dir():
+        return beside
+    import importlib.util
+
+    found = importlib.util.find_spec("layoutgen_templates")
+    if found is not None and found.submodule_search_locations:
+        return Path(next(iter(found.submodule_search_locations)))
+    return beside  # reported as missing templates by render()
+
+
 KINDS = ("podman.sh.j2", "quadlet.container.j2", "systemd.service.j2", "layout.md.j2")
 
 
@@ -35,7 +48,7 @@ def header(spec_name: str) -> str:
 def render(v: Validated, spec_name: str, templates: Path | None = None) -> dict[str, str]:
     import jinja2
 
-    folder = templates or TEMPLATES
+    folder = templates or default_templates()
     missing = [k for k in KINDS if not (folder / k).is_file()]
     if missing:
         raise TemplateError(f"{folder}: missing template(s) {', '.join(missing)}")

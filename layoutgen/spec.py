@@ -178,9 +178,10 @@ class Host(Strict):
         description="GPU memory each server process takes beyond its logged buffers (CUDA "
         "context, cuBLAS workspace); seed 001 measured 1.2-2.2 GiB per GPU. Default 1GiB",
     )
-    podman: Annotated[str, BeforeValidator(_version)] = Field(
-        default="4.4",
-        description="podman version on the host; decides which quadlet keys are rendered",
+    podman: Annotated[str | None, BeforeValidator(_version)] = Field(
+        default=None,
+        description="podman version on the host (podman --version), e.g. '5.4'; decides "
+        "which quadlet keys are rendered; needed to render container services",
     )
 
 

@@ -261,6 +261,11 @@ def _container(
     timeout: int,
     sp: ServicePlan,
 ) -> list[tuple[str, str]]:
+    if spec.host.podman is None:
+        raise RenderError(
+            "host.podman is not set: write the podman version the host runs "
+            "(podman --version), e.g. podman: \"5.4\"; it decides which quadlet keys exist"
+        )
     target = _version(spec.host.podman)
     keys: list[tuple[str, str]] = [("ContainerName", rs.name), ("Image", image)]
     keys += [("AddDevice", d) for d in devices]

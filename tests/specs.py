@@ -13,6 +13,7 @@ host:
   cpu: {{cores: 16, threads: 32}}
   ram: 768GiB
   ram_reserve: 32GiB
+  podman: "5.4"
   gpus:
     - {{id: gpu0, index: 0, vram: 97247MiB, reserve: 1GiB}}
     - {{id: gpu1, index: 1, vram: 97247MiB, reserve: 1GiB}}

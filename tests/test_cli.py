@@ -113,3 +113,28 @@ def test_specs_of_one_host_share_its_ports(tmp_path: Path) -> None:
     # Another host may use the same ports.
     third = write(tmp_path, VALID.replace("name: compute", "name: tower"), "c.yaml")
     assert run_cli(["validate", str(first), str(third)]).code == 0
+
+
+def test_validate_accepts_model_profiles_too() -> None:
+    from conftest import ROOT
+
+    profile = ROOT / "layouts" / "models" / "qwen3-coder-next-q4_0.yaml"
+    result = run_cli(["validate", str(profile)])
+    assert result.code == 0
+    assert result.stderr == f"{profile}: valid (model profile)\n"
+    broken = ROOT / "tests" / "cases" / "profiles" / "broken.yaml"
+    result = run_cli(["validate", str(broken)])
+    assert result.code == 1 and "tensors[0].bytes: 1 does not match q8_0" in result.stdout
+
+
+def test_render_defaults_to_the_layouts_here(tmp_path: Path, monkeypatch: object) -> None:
+    import pytest
+
+    assert isinstance(monkeypatch, pytest.MonkeyPatch)
+    monkeypatch.chdir(tmp_path)
+    assert run_cli(["render", "--check"]).code == 2  # usage: nothing to render here
+    (tmp_path / "layouts").mkdir()
+    write(tmp_path / "layouts", name="one.yaml")
+    assert run_cli(["render"]).code == 0
+    assert (tmp_path / "out" / "compute" / "plan.json").is_file()
+    assert run_cli(["render", "--check"]).code == 0

@@ -96,3 +96,10 @@ def test_api_keys_reach_the_server_as_files_never_as_arguments() -> None:
     native = render(validate_file(beelink, "b.yaml"), "b.yaml")
     service = next(t for p, t in native.items() if p.endswith(".service"))
     assert "EnvironmentFile=/etc/layoutgen/beelink.env" in service
+
+
+def test_container_services_need_the_hosts_podman_version() -> None:
+    text = FINAL.read_text().replace('  podman: "5.4"', "")
+    doc = parse(text, "f.yaml", FINAL)
+    with pytest.raises(RenderError, match=r"host\.podman is not set: write the podman version"):
+        render(validate_document(doc), "f.yaml")
