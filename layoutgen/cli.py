@@ -192,6 +192,56 @@ def render(
 
 
 @app.command()
+def diff(
+    old: Annotated[str, typer.Argument(help="a spec path or REV:path", metavar="OLD")],
+    new: Annotated[str, typer.Argument(help="a spec path or REV:path", metavar="NEW")],
+    fmt: Annotated[str, typer.Option("--format", help="text or json")] = "text",
+) -> None:
+    """Compare two versions of a layout: semantic summary, then file diffs. Exit 2 if changed."""
+    import json
+
+    from layoutgen import diff as d
+    from layoutgen.errors import InvalidInput, LayoutgenError
+
+    if fmt not in ("text", "json"):
+        print(f"error: --format {fmt!r}: use text or json", file=sys.stderr)
+        raise typer.Exit(2)
+    try:
+        a, b = d.load(old), d.load(new)
+    except InvalidInput as exc:
+        for diag in exc.diagnostics:
+            print(diag.gcc(), file=sys.stderr)
+        raise typer.Exit(1) from None
+    except LayoutgenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    name = d.display_name(new)
+    a, b = d.renamed(a, name), d.renamed(b, name)
+    summary = d.summarise(a, b)
+    files = d.file_diff(a, b)
+    if fmt == "json":
+        doc = {
+            "schema": 1,
+            "old": old,
+            "new": new,
+            "changes": summary,
+            "files": sorted(
+                p for p in set(a.files) | set(b.files) if a.files.get(p) != b.files.get(p)
+            ),
+        }
+        print(json.dumps(doc, indent=2, sort_keys=True))
+    else:
+        for change in summary:
+            print(change["text"])
+        if files:
+            print("" if not summary else "\n", end="")
+            print(files, end="")
+        if not summary and not files:
+            print("no changes", file=sys.stderr)
+    raise typer.Exit(2 if summary or files else 0)
+
+
+@app.command()
 def schema() -> None:
     """Print the JSON Schema of the spec (for editors and yaml-language-server)."""
     import json

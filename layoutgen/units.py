@@ -264,7 +264,7 @@ def _container(
     if spec.host.podman is None:
         raise RenderError(
             "host.podman is not set: write the podman version the host runs "
-            "(podman --version), e.g. podman: \"5.4\"; it decides which quadlet keys exist"
+            '(podman --version), e.g. podman: "5.4"; it decides which quadlet keys exist'
         )
     target = _version(spec.host.podman)
     keys: list[tuple[str, str]] = [("ContainerName", rs.name), ("Image", image)]

@@ -1,0 +1,114 @@
+"""layoutgen diff between two revisions of a layout in a real git repository."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run_cli
+
+SPEC = "layouts/final.yaml"
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repo with two commits of seed 001's final layout: experts moved, a ctx, a bind."""
+    shutil.copytree(ROOT / "layouts" / "models", tmp_path / "layouts" / "models")
+    text = (ROOT / "layouts" / "familiar-final.yaml").read_text()
+    first = re.sub(
+        r"experts:.*?max_layers: 20\n",
+        "experts: {mode: explicit, layers: {gpu0: [3-8], gpu1: [72-77]}}\n",
+        text,
+        flags=re.S,
+    )
+    assert first != text
+    (tmp_path / SPEC).write_text(first)
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "config", "user.email", "t@example.invalid")
+    _git(tmp_path, "config", "user.name", "t")
+    _git(tmp_path, "add", ".")
+    _git(tmp_path, "commit", "-qm", "first")
+    second = first.replace("gpu0: [3-8]", "gpu0: [3-8, 20]").replace(
+        "gpu1: [72-77]", "gpu1: [72-76]"
+    )
+    second = second.replace(
+        "ctx: 262144                      # 128k x 2 slots\n    threads",
+        "ctx: 131072\n    threads",
+        1,
+    )
+    second = second.replace(
+        "    port: 8002                       # assumed\n", "    port: 8002\n    expose: true\n"
+    )
+    (tmp_path / SPEC).write_text(second)
+    _git(tmp_path, "commit", "-qam", "second")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_semantic_summary_line_by_line(repo: Path) -> None:
+    result = run_cli(["diff", f"HEAD~1:{SPEC}", f"HEAD:{SPEC}"])
+    assert result.code == 2, result.stderr
+    summary = result.stdout.split("\n\n", 1)[0].splitlines()
+    semantic = [line for line in summary if not re.match(r"^(gpu\d|host): used ", line)]
+    assert semantic == [
+        "grandpa: experts blk.77 gpu1 -> host",
+        "grandpa: experts blk.20 host -> gpu0",
+        "naughty-worker0: ctx 262144 -> 131072",
+        "naughty-worker1: bind 127.0.0.1 -> 0.0.0.0 (leaves 127.0.0.1: reachable from the network)",
+        "new warning: services.naughty-worker1.expose: listens on 0.0.0.0 (all interfaces); "
+        "llama.cpp servers have no authentication by default, keep this behind a firewall or "
+        "remove 'expose'",
+    ]
+    devices = [line for line in summary if re.match(r"^(gpu\d|host): used ", line)]
+    # gpu0 gains an expert layer (4088 MiB) and loses half of worker0's KV cache.
+    assert any(
+        re.match(r"^gpu0: used [\d,]+ MiB -> [\d,]+ MiB \([+-][\d,]+ MiB\), free ", d)
+        for d in devices
+    )
+    # The file diffs follow: the published port moved to 0.0.0.0.
+    assert "+PublishPort=0.0.0.0:8002:8002" in result.stdout
+    assert "-PublishPort=127.0.0.1:8002:8002" in result.stdout
+
+
+def test_json_form_and_no_change(repo: Path) -> None:
+    result = run_cli(["diff", "--format", "json", f"HEAD~1:{SPEC}", SPEC])
+    assert result.code == 2
+    doc = json.loads(result.stdout)
+    kinds = {c["kind"] for c in doc["changes"]}
+    assert {"setting", "bind", "experts_moved", "device"} <= kinds
+    moved = [c for c in doc["changes"] if c["kind"] == "experts_moved"]
+    assert {(tuple(c["layers"]), c["old"], c["new"]) for c in moved} == {
+        ((20,), "host", "gpu0"),
+        ((77,), "gpu1", "host"),
+    }
+    assert "compute/quadlet/naughty-worker1.container" in doc["files"]
+    same = run_cli(["diff", f"HEAD:{SPEC}", SPEC])
+    assert same.code == 0 and same.stdout == ""
+
+
+def test_a_profile_change_alone_shows_its_consequences(repo: Path) -> None:
+    profile = repo / "layouts" / "models" / "qwen3-coder-next-q4_0.yaml"
+    text = profile.read_text()
+    # Twice the context the model was trained for changes nothing; a bigger KV head does.
+    changed = text.replace("n_head_kv: 2", "n_head_kv: 4", 1)
+    assert changed != text
+    profile.write_text(changed)
+    _git(repo, "commit", "-qam", "profile")
+    result = run_cli(["diff", f"HEAD~1:{SPEC}", f"HEAD:{SPEC}"])
+    assert result.code == 2
+    assert re.search(r"^gpu0: used [\d,]+ MiB -> [\d,]+ MiB \(\+", result.stdout, re.M)
+
+
+def test_errors_exit_1(repo: Path) -> None:
+    result = run_cli(["diff", f"HEAD~9:{SPEC}", SPEC])
+    assert result.code == 1
+    assert result.stderr.startswith("error: git show HEAD~9:layouts/final.yaml")
