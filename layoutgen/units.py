@@ -196,7 +196,7 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, after: list[str]) ->
         name=rs.name,
         description=description,
         image=runtime.image,
-        podman_options=tuple(_pairs(options)),
+        podman_options=tuple(_arg_lines(options)),
         command=tuple(_arg_lines(command)),
         quadlet=quadlet,
         service=service,
@@ -220,7 +220,7 @@ def _api_key(svc: Service) -> list[tuple[str, str]]:
 
 
 def _arg_lines(argv: list[str]) -> list[str]:
-    """A flag and its value on one line (``-c 32768``), shell-quoted, for a readable script."""
+    """A flag and its value on one line (``-c 32768``, ``--name grandpa``), shell-quoted."""
     out: list[str] = []
     i = 0
     while i < len(argv):
@@ -229,21 +229,6 @@ def _arg_lines(argv: list[str]) -> list[str]:
             i += 2
         else:
             out.append(quoting.shell(argv[i]))
-            i += 1
-    return out
-
-
-def _pairs(options: list[str]) -> list[str]:
-    """`--flag value` pairs on one line each, shell-quoted."""
-    out: list[str] = []
-    i = 0
-    while i < len(options):
-        flag = options[i]
-        if i + 1 < len(options) and not options[i + 1].startswith("--"):
-            out.append(f"{flag} {quoting.shell(options[i + 1])}")
-            i += 2
-        else:
-            out.append(flag)
             i += 1
     return out
 
