@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from layoutgen.kvcache import KVSettings, device_bytes, layer_caches
 from layoutgen.placement import (
+    expert_activations,
     expert_layer,
     host_buffer,
     ik_computed_wkv_b,
@@ -132,17 +133,6 @@ def _expert_bytes(profile: Profile, runtime: str) -> tuple[tuple[int, int], ...]
     return tuple(sorted(out.items()))
 
 
-@functools.lru_cache(maxsize=64)
-def _expert_rows(profile: Profile, runtime: str) -> int:
-    """The largest sum of routed-expert ne1 in one layer (activations scale with it)."""
-    per_layer: dict[int, int] = {}
-    for t in loaded(profile, runtime):
-        layer = expert_layer(t.name)
-        if layer is not None and len(t.shape) > 1:
-            per_layer[layer] = per_layer.get(layer, 0) + t.shape[1]
-    return max(per_layer.values(), default=0)
-
-
 def buffers(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -> dict[str, Part]:
     """Every buffer of the service: weights (exact), KV (exact), compute, overhead."""
     devices = s.devices
@@ -203,9 +193,6 @@ def _compute(s: Setting, buffer: str, output: str | None) -> tuple[int, Basis]:
     hp, ub = s.profile.hparams, s.kv.ubatch
     if buffer in ("CUDA_Host", "CPU_Mapped") or (buffer == "CPU" and s.devices):
         return (hp.n_embd or 0) * ub * 16 if buffer == "CUDA_Host" else 0, "estimated"
-    rows = _expert_rows(s.profile, s.runtime)
-    activations = 0
-    if rows:
-        activations = rows * ub * (hp.n_expert_used or 0) * 4 + (hp.n_embd or 0) * ub * 8
+    activations = expert_activations(s.profile, s.runtime, ub)
     logits = (hp.vocab or 0) * ub * 4 if buffer == output or output is None else 0
     return int(max(activations, logits) * 1.1), "estimated"

@@ -101,17 +101,32 @@ def ik_split_sizes(
     nextn = nextn_layers(profile)
     sizes, output = layer_sizes(loaded(profile, "ik_llama.cpp"))
     sizes = {n: (0 if n in nextn else b) + kv_per_layer.get(n, 0) for n, b in sizes.items()}
-    used = hp.n_expert_used or 0
-    compute = 0
+    logits = (hp.vocab or 0) * ubatch * 4
+    return sizes, output + logits - expert_activations(profile, "ik_llama.cpp", ubatch)
+
+
+@functools.lru_cache(maxsize=64)
+def _expert_rows(profile: Profile, runtime: Runtime) -> int:
+    """The largest sum of routed-expert ne1 in one layer (activations scale with it)."""
     per_layer: dict[int, int] = {}
-    for t in loaded(profile, "ik_llama.cpp"):
+    for t in loaded(profile, runtime):
         layer = expert_layer(t.name)
         if layer is not None and len(t.shape) > 1:
-            per_layer[layer] = per_layer.get(layer, 0) + t.shape[1] * ubatch * used * 4
-    if per_layer:
-        compute = max(per_layer.values()) + (hp.n_embd or 0) * ubatch * 8
-    logits = (hp.vocab or 0) * ubatch * 4
-    return sizes, output + logits - compute
+            per_layer[layer] = per_layer.get(layer, 0) + t.shape[1]
+    return max(per_layer.values(), default=0)
+
+
+def expert_activations(profile: Profile, runtime: Runtime, ubatch: int) -> int:
+    """ik_llama.cpp's per-layer compute estimate for a MoE layer (``get_layer_sizes``).
+
+    The routed experts' activations, sum of ne1 x ubatch x n_expert_used x 4 B,
+    plus n_embd x ubatch x 8 B; 0 for a model without routed experts.
+    """
+    rows = _expert_rows(profile, runtime)
+    if not rows:
+        return 0
+    hp = profile.hparams
+    return rows * ubatch * (hp.n_expert_used or 0) * 4 + (hp.n_embd or 0) * ubatch * 8
 
 
 def split_by_size(
