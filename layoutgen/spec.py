@@ -159,12 +159,60 @@ class Cpu(Strict):
         return self
 
 
+def _endpoint(value: object) -> object:
+    if isinstance(value, str):
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise ValueError(f"{value!r} is not an endpoint; write HOST:PORT, e.g. 127.0.0.1:50052")
+    return value
+
+
+Endpoint = Annotated[str, BeforeValidator(_endpoint)]
+
+
+class Rpc(Strict):
+    """A device served over the network by llama.cpp's ``ggml-rpc-server``."""
+
+    endpoint: Endpoint = Field(
+        description="HOST:PORT the server listens on and clients connect to, e.g. "
+        "127.0.0.1:50052; anything but loopback draws a warning (the protocol has no "
+        "authentication)"
+    )
+    binary: str = Field(description="absolute path of ggml-rpc-server on the serving host")
+    device: str = Field(
+        description="the one backend device the server exports (ggml-rpc-server -d), as "
+        "that host's llama.cpp names it: CUDA0, CUDA1, ... or CPU"
+    )
+    served_by: Name | None = Field(
+        default=None,
+        description="host that runs the server (its unit goes to out/<served_by>/); "
+        "this host when absent",
+    )
+
+
 class Gpu(Strict):
     id: Ident = Field(description="the name services use for this GPU, e.g. gpu0")
-    index: int = Field(ge=0, description="NVML/CDI index (nvidia.com/gpu=INDEX)")
-    vram: Size = Field(description="total memory as NVML reports it, e.g. 97247MiB")
+    index: int | None = Field(
+        default=None, ge=0, description="NVML/CDI index (nvidia.com/gpu=INDEX) of a local GPU"
+    )
+    vram: Size = Field(
+        description="total memory as NVML reports it, e.g. 97247MiB (for an rpc device: "
+        "what the server may use; ggml-rpc-server cannot advertise it)"
+    )
     reserve: Size = Field(description="memory layoutgen must leave free (display, other users)")
     name: str | None = Field(default=None, description="model name, for people")
+    rpc: Rpc | None = Field(
+        default=None, description="a remote device served by ggml-rpc-server instead of a local GPU"
+    )
+
+    @model_validator(mode="after")
+    def _local_or_rpc(self) -> Gpu:
+        if (self.index is None) == (self.rpc is None):
+            raise ValueError(
+                "give exactly one of 'index' (the NVML index of a local GPU) or 'rpc' "
+                "(a device served by ggml-rpc-server)"
+            )
+        return self
 
 
 class Host(Strict):

