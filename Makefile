@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: render test lint typecheck bench schema clean tools runtime
+.PHONY: render test lint typecheck bench schema clean tools runtime oracle-report
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ test: $(STAMP) lint typecheck tools runtime
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench/run.py
+
+# The oracle suite's accuracy table (plan vs what llama.cpp logs), for the README.
+oracle-report: $(STAMP) runtime
+	$(BIN)/python -m tests.oracle.report
 
 schema: $(STAMP)
 	$(BIN)/layoutgen schema > layouts/schema/spec.schema.json

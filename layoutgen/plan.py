@@ -138,7 +138,9 @@ def to_text(plan: Plan) -> str:
     from layoutgen.tensors import format_layers
 
     lines = [f"plan for {plan.spec} (host {plan.host}); MiB; ~ estimated, * measured", ""]
-    header = f"  {'service':<20} {'buffer':<11} {'weights':>9} {'created':>8} {'kv':>8} "
+    # rpc buffers are long (RPC0[10.0.0.2:50052]): the column fits the longest name
+    width = max([11, *(len(b) for sp in plan.services for b in sp.buffers)])
+    header = f"  {'service':<20} {'buffer':<{width}} {'weights':>9} {'created':>8} {'kv':>8} "
     header += f"{'compute':>9} "
     header += f"{'overhead':>9} {'total':>9}"
     for dev in plan.devices:
@@ -161,7 +163,7 @@ def to_text(plan: Plan) -> str:
                 for k in ("weights", "created", "kv", "compute")
             ]
             lines.append(
-                f"  {sp.name:<20} {buf:<11} {cells[0]:>9} {cells[1]:>8} {cells[2]:>8} "
+                f"  {sp.name:<20} {buf:<{width}} {cells[0]:>9} {cells[1]:>8} {cells[2]:>8} "
                 f"{cells[3]:>9} {_mib(part.overhead):>9} {_mib(part.total):>9}"
             )
         lines.append("")
