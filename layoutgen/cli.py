@@ -242,6 +242,60 @@ def diff(
 
 
 @app.command()
+def calibrate(
+    log: Annotated[
+        Path, typer.Argument(help="a llama.cpp or ik_llama.cpp start-up log", metavar="LOG")
+    ],
+    spec: Annotated[Path, typer.Argument(help="the spec to write into", metavar="SPEC")],
+    service: Annotated[
+        str | None,
+        typer.Option("--service", help="the service the log is from (if the spec has several)"),
+    ] = None,
+) -> None:
+    """Write the buffer sizes a start-up log printed into the spec's 'measured' block."""
+    from layoutgen import calibrate as cal
+    from layoutgen.errors import InvalidInput, LayoutgenError
+    from layoutgen.validate import validate_files
+
+    try:
+        done = cal.calibrate(log, spec, service)
+    except InvalidInput as exc:
+        for diag in exc.diagnostics:
+            print(diag.gcc(), file=sys.stderr)
+        raise typer.Exit(1) from None
+    except LayoutgenError as exc:
+        print(f"{spec}: error: {exc}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    print(
+        f"{spec}: services.{done.service}.measured: {_count(len(done.entries), 'buffer')} "
+        f"from {log}",
+        file=sys.stderr,
+    )
+    for buf, fields in done.entries.items():
+        sizes = ", ".join(f"{field} {size}" for field, size in fields.items())
+        print(f"  {buf}: {sizes}", file=sys.stderr)
+    # The sizes stay written even when the spec no longer validates: they are
+    # what the runtime allocated, and the failure is what the user must see.
+    (result,) = validate_files([(spec, str(spec))])
+    for diag in result.diagnostics:
+        print(diag.gcc(), file=sys.stderr)
+    if result.validated is None:
+        print(
+            f"{spec}: error: the measured sizes are written, but the spec does not validate "
+            "with them (see above); fix the layout, or undo the change with your version control",
+            file=sys.stderr,
+        )
+        raise typer.Exit(1)
+    for buf in cal.unplanned(result.validated.plan, done.service, done.entries):
+        print(
+            f"{spec}: warning: services.{done.service}: the plan has no buffer {buf}, so its "
+            "measured sizes are not used; is the log from another layout of this service?",
+            file=sys.stderr,
+        )
+    raise typer.Exit(0)
+
+
+@app.command()
 def schema() -> None:
     """Print the JSON Schema of the spec (for editors and yaml-language-server)."""
     import json

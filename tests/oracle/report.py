@@ -69,9 +69,7 @@ def main() -> int:
         )
     for part in ("weights", "kv", "compute"):
         errs = [
-            abs(r.error)
-            for r in rows
-            if r.part == part and r.logged and r.buffer != "CPU_Mapped"
+            abs(r.error) for r in rows if r.part == part and r.logged and r.buffer != "CPU_Mapped"
         ]
         if errs:
             print(
