@@ -3,7 +3,8 @@
 Every decision layoutgen made is pinned in the argv, so the runtime cannot
 re-place anything on its own (DESIGN §7): an explicit ``-ngl``, ``-sm layer``
 with ``-ts`` set to the shares the plan split layers by, ``-fa``, mainline's
-``-fit off`` (recent llama.cpp re-fits placement by default), and the expert
+``-fit off`` (recent llama.cpp re-fits placement by default; it also took
+``-lm mlock`` for ``--mlock``), and the expert
 placement as compact ``-ot`` rules placed *before* ``--cpu-moe`` (mainline
 applies overrides in argument order; ik_llama.cpp always puts its CPU-MoE
 rules after the user's).  Passthrough ``args`` come last.
@@ -58,7 +59,9 @@ def server_argv(
         argv += ["-fa", "on" if rs.gpus else "off"]
     argv += _experts(rs, plan)
     if rs.mlock:
-        argv.append("--mlock")
+        # llama.cpp replaced --mlock/--no-mmap with -lm/--load-mode (mlock: read into
+        # RAM and lock it, no mmap); ik_llama.cpp keeps --mlock
+        argv += ["-lm", "mlock"] if kind == "llama.cpp" else ["--mlock"]
     if rs.reasoning is False:
         argv += ["--reasoning-budget", "0"] if kind == "ik_llama.cpp" else ["-rea", "off"]
     argv += ["--host", _bind(spec, rs), "--port", str(svc.port)]

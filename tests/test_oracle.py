@@ -97,7 +97,9 @@ def test_plan_matches_llama_cpp(
         run = harness.run(harness.completion_argv(argv))
 
     _check_placement(case, service, run)
-    mapped = "-lm" not in case.args
+    mapped = "-lm" not in case.args and not case.mlock
+    if case.mlock:
+        assert argv[argv.index("-lm") + 1] == "mlock" and "--mlock" not in argv
     checked = 0
     for row in cases.compare(case, service, run):
         if row.part == "compute":

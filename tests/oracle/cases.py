@@ -35,6 +35,7 @@ class Case:
     ubatch: int = 512
     vram: str = "256MiB"
     args: tuple[str, ...] = ()
+    mlock: bool = False
 
 
 #: host weights in a plain CPU buffer instead of a mapping of the file (whose
@@ -45,6 +46,8 @@ CASES = (
     Case("llama-2rpc-f16", "llama", "gpu"),
     Case("llama-1rpc-q8-np2", "llama", "gpu", devices=1, parallel=2, ctk="q8_0", ctv="q8_0"),
     Case("llama-ub128-np4", "llama", "gpu", parallel=4, ubatch=128, ctx=8192),
+    # mlock renders -lm mlock on llama.cpp: host weights read into a CPU buffer, not mapped
+    Case("qwen3moe-cpu-moe-mlock", "qwen3moe", "host", mlock=True),
     Case("qwen3moe-resident", "qwen3moe", "gpu"),
     Case(
         "qwen3moe-cpu-moe",
@@ -125,7 +128,8 @@ services:
     ubatch: {case.ubatch}
     batch: {max(case.ubatch, 2048)}
     threads: 2
-    experts: {case.experts}{args}
+    experts: {case.experts}
+    mlock: {str(case.mlock).lower()}{args}
 """
 
 
