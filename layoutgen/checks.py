@@ -157,13 +157,6 @@ def _rpc(host: Host, i: int, rpc: Rpc, seen: dict[str, int]) -> Iterator[Problem
 
 def _references(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
     gpu_ids = [g.id for g in spec.host.gpus]
-    all_rpc = {g.id for g in spec.host.gpus if g.rpc is not None}
-    # a container has its own loopback: it cannot reach an rpc-server on the host's
-    rpc_ids = {
-        g.id
-        for g in spec.host.gpus
-        if g.rpc is not None and g.rpc.endpoint.rpartition(":")[0] in LOOPBACK
-    }
     for rs in services:
         svc, name = rs.service, rs.name
         base = ("services", name)
@@ -209,28 +202,43 @@ def _references(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[P
                     (*base, "gpus", i), f"services.{name}.gpus[{i}]: GPU {gpu!r} is listed twice"
                 )
             seen.add(gpu)
-            if (
-                gpu in all_rpc
-                and svc.runtime in spec.runtimes
-                and spec.runtimes[svc.runtime].kind != "llama.cpp"
-            ):
-                yield Problem(
-                    (*base, "gpus", i),
-                    f"services.{name}.gpus[{i}]: {gpu!r} is an rpc device; layoutgen plans "
-                    "rpc devices for llama.cpp runtimes only (their buffer names are checked "
-                    "against llama.cpp itself)",
-                )
-            if (
-                gpu in rpc_ids
-                and svc.runtime in spec.runtimes
-                and spec.runtimes[svc.runtime].image is not None
-            ):
-                yield Problem(
-                    (*base, "gpus", i),
-                    f"services.{name}.gpus[{i}]: {gpu!r} is an rpc device on the host's "
-                    "loopback, which a container cannot reach (it has its own); run this "
-                    "service from a native runtime ('binary:')",
-                )
+        yield from _rpc_users(spec, rs)
+
+
+def _rpc_users(spec: Spec, rs: ResolvedService) -> Iterator[Problem]:
+    """rpc devices only for native llama.cpp services (or containers reaching another host).
+
+    Checked on the resolved GPUs: a service without ``gpus:`` gets every GPU
+    of the host from its role, rpc devices included.
+    """
+    runtime = spec.runtimes.get(rs.service.runtime)
+    if runtime is None:
+        return
+    listed = rs.service.gpus
+    for gpu in spec.host.gpus:
+        if gpu.rpc is None or gpu.id not in rs.gpus:
+            continue
+        where = ("services", rs.name, "gpus", listed.index(gpu.id)) if listed else None
+        label = (
+            f"services.{rs.name}.gpus[{listed.index(gpu.id)}]"
+            if listed
+            else (f"services.{rs.name}")
+        )
+        hint = "" if listed else " (a service without 'gpus:' uses every GPU of the host)"
+        if runtime.kind != "llama.cpp":
+            yield Problem(
+                where or ("services", rs.name, "runtime"),
+                f"{label}: {gpu.id!r} is an rpc device; layoutgen plans rpc devices for "
+                f"llama.cpp runtimes only (their buffer names are checked against llama.cpp "
+                f"itself); list this service's GPUs without it{hint}",
+            )
+        elif runtime.image is not None and gpu.rpc.endpoint.rpartition(":")[0] in LOOPBACK:
+            yield Problem(
+                where or ("services", rs.name, "runtime"),
+                f"{label}: {gpu.id!r} is an rpc device on the host's loopback, which a "
+                "container cannot reach (it has its own); run this service from a native "
+                f"runtime ('binary:'){hint}",
+            )
 
 
 def _ports(spec: Spec) -> Iterator[Problem]:
