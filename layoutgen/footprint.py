@@ -14,6 +14,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from layoutgen import compute
 from layoutgen.kvcache import KVSettings, device_bytes, layer_caches
 from layoutgen.placement import (
     expert_activations,
@@ -201,7 +202,7 @@ def buffers(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -
         names.add("CPU")
     out: dict[str, Part] = {}
     for name in sorted(names):
-        compute, basis = _compute(s, name, output)
+        compute, basis = _compute(s, name, output, layers, experts)
         basis_map: dict[str, Basis] = {
             "weights": "exact",
             "created": "exact",
@@ -222,21 +223,54 @@ def buffers(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -
     return out
 
 
-def _compute(s: Setting, buffer: str, output: str | None) -> tuple[int, Basis]:
+def _compute(
+    s: Setting,
+    buffer: str,
+    output: str | None,
+    layers: Mapping[int, str],
+    experts: Mapping[int, str],
+) -> tuple[int, Basis]:
     """A measured compute buffer, else an estimate (see the module docstring).
 
-    GPU: the larger of the routed experts' activations and the logits
-    (n_vocab x ubatch x 4 B, on the output device), plus 10 %; seed 001's
-    GLM-5.1 at -ub 8192 logged 5418 MiB where this gives 5324.  Host side
-    with a GPU: n_embd x ubatch x 16 B (seed 001: 704 MiB logged, 768 here).
-    CPU-only: the GPU formula, on the CPU.
+    llama.cpp: derived from its graph and scheduler, :mod:`layoutgen.compute`.
+    ik_llama.cpp, GPU: the larger of the routed experts' activations and the
+    logits (n_vocab x ubatch x 4 B, on the output device), plus 10 %; seed
+    001's GLM-5.1 at -ub 8192 logged 5418 MiB where this gives 5324.  Host
+    side with a GPU: n_embd x ubatch x 16 B (seed 001: 704 MiB logged, 768
+    here).  CPU-only: the GPU formula, on the CPU.
     """
     measured = s.measured.get(buffer, {}).get("compute")
     if measured is not None:
         return measured, "measured"
+    if s.runtime == "llama.cpp":
+        return _mainline_compute(s, buffer, output, layers, experts), "estimated"
     hp, ub = s.profile.hparams, s.kv.ubatch
     if buffer in ("CUDA_Host", "CPU_Mapped") or (buffer == "CPU" and s.devices):
         return (hp.n_embd or 0) * ub * 16 if buffer == "CUDA_Host" else 0, "estimated"
     activations = expert_activations(s.profile, s.runtime, ub)
     logits = (hp.vocab or 0) * ub * 4 if buffer == output or output is None else 0
     return int(max(activations, logits) * 1.1), "estimated"
+
+
+def _mainline_compute(
+    s: Setting,
+    buffer: str,
+    output: str | None,
+    layers: Mapping[int, str],
+    experts: Mapping[int, str],
+) -> int:
+    """llama.cpp's compute buffer for one of its buffers; 0 for weight-only buffers."""
+    g = compute.Graph(
+        hparams=s.profile.hparams,
+        kv=s.kv,
+        devices=s.devices,
+        layers=layers,
+        experts=experts,
+        expert_layer_bytes=expert_bytes(s.profile, s.runtime),
+        cuda=s.cuda,
+    )
+    if buffer in s.devices:
+        return compute.device(g, buffer, output=buffer == output)
+    if buffer == ("CUDA_Host" if s.local_gpus else "CPU"):
+        return compute.host(g)
+    return 0
