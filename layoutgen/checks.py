@@ -218,23 +218,24 @@ def _rpc_users(spec: Spec, rs: ResolvedService) -> Iterator[Problem]:
     for gpu in spec.host.gpus:
         if gpu.rpc is None or gpu.id not in rs.gpus:
             continue
-        where = ("services", rs.name, "gpus", listed.index(gpu.id)) if listed else None
-        label = (
-            f"services.{rs.name}.gpus[{listed.index(gpu.id)}]"
-            if listed
-            else (f"services.{rs.name}")
-        )
-        hint = "" if listed else " (a service without 'gpus:' uses every GPU of the host)"
+        if listed:
+            i = listed.index(gpu.id)
+            where: tuple[str | int, ...] = ("services", rs.name, "gpus", i)
+            label, hint = f"services.{rs.name}.gpus[{i}]", ""
+        else:
+            where = ("services", rs.name, "runtime")
+            label = f"services.{rs.name}"
+            hint = " (a service without 'gpus:' uses every GPU of the host)"
         if runtime.kind != "llama.cpp":
             yield Problem(
-                where or ("services", rs.name, "runtime"),
+                where,
                 f"{label}: {gpu.id!r} is an rpc device; layoutgen plans rpc devices for "
                 f"llama.cpp runtimes only (their buffer names are checked against llama.cpp "
                 f"itself); list this service's GPUs without it{hint}",
             )
         elif runtime.image is not None and gpu.rpc.endpoint.rpartition(":")[0] in LOOPBACK:
             yield Problem(
-                where or ("services", rs.name, "runtime"),
+                where,
                 f"{label}: {gpu.id!r} is an rpc device on the host's loopback, which a "
                 "container cannot reach (it has its own); run this service from a native "
                 f"runtime ('binary:'){hint}",
