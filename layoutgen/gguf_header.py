@@ -35,6 +35,7 @@ _SCALARS = {
     11: "<q",
     12: "<d",
 }
+_U64 = struct.Struct("<Q")
 _SPLIT = re.compile(r"^(?P<stem>.*)-(?P<no>[0-9]{5})-of-(?P<count>[0-9]{5})\.gguf$")
 
 
@@ -105,12 +106,25 @@ class _Cursor:
         return raw.decode("utf-8", errors="replace")
 
     def skip_strings(self, count: int) -> None:
-        for _ in range(count):
+        """Step over ``count`` length-prefixed strings without slicing or decoding them.
+
+        A vocabulary has ~150k of them: the inner loop walks every string that
+        lies wholly in the buffer with local names only (one ``unpack_from``
+        per string); a string across the buffer's end refills it first.
+        """
+        u64 = _U64.unpack_from
+        left = count
+        while left:
             self.need(8)
-            n = struct.unpack_from("<Q", self.buf, self.pos)[0]
-            self.pos += 8
-            self.need(n)
-            self.pos += n
+            self.need(8 + u64(self.buf, self.pos)[0])  # the next string is now buffered
+            buf, pos, limit = self.buf, self.pos, len(self.buf)
+            while left and pos + 8 <= limit:
+                end = pos + 8 + u64(buf, pos)[0]
+                if end > limit:
+                    break
+                pos = end
+                left -= 1
+            self.pos = pos
 
     @property
     def offset(self) -> int:

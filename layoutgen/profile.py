@@ -61,7 +61,7 @@ PerLayer = Count | tuple[Count, ...]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class HParams(_Strict):
@@ -117,6 +117,7 @@ class ProfileSchema(_Strict):
     model_config = ConfigDict(
         extra="forbid",
         frozen=True,
+        defer_build=True,
         populate_by_name=True,
         title="layoutgen model profile",
         json_schema_extra={"$id": "https://layoutgen.invalid/schema/profile.schema.json"},
