@@ -10,9 +10,11 @@ DESIGN §5; checked against seed 001's logs):
 - a layer's non-expert tensors, its KV cache and compute live on the device
   the layer is assigned to; the output layer goes to the last device;
 - routed-expert tensors go where their ``-ot`` rule sends them;
-- nextn/MTP layers are not loaded (no MTP); ik_llama.cpp also skips GLM-DSA's
-  lightning-indexer tensors, but creates the nextn layer's ``attn_k_b`` and
-  ``attn_v_b``;
+- nextn/MTP layers are not loaded (no MTP), but ik_llama.cpp creates the
+  nextn layer's ``attn_k_b`` and ``attn_v_b``; GLM-DSA's lightning-indexer
+  tensors of the other layers are loaded onto the layer's device by both
+  runtimes; ik_llama.cpp does not compute with them but allocates them all
+  the same (``create_glm_dsa_tensors``: flags 0 outside the nextn layer);
 - host weights: with a GPU present, ik_llama.cpp puts *every* host tensor
   into one pinned ``CUDA_Host`` buffer as soon as any tensor is overridden to
   the CPU (it turns mmap off); mainline maps them (``CPU_Mapped``) unless
@@ -53,7 +55,7 @@ def nextn_layers(profile: Profile) -> frozenset[int]:
 
 @functools.lru_cache(maxsize=64)
 def loaded(profile: Profile, runtime: Runtime) -> tuple[Tensor, ...]:
-    """The tensors the runtime loads (nextn and, on ik, DSA indexer tensors are skipped).
+    """The tensors the runtime loads (nextn layers are skipped; see the module notes).
 
     Cached: the solver asks for the same profile's tensors many times, and
     unfolding ~1800 tensors each time dominated solve time.
@@ -64,8 +66,6 @@ def loaded(profile: Profile, runtime: Runtime) -> tuple[Tensor, ...]:
     for tensor in profile.tensors():
         layer = tensor.layer
         if layer in nextn and not (ik_dsa and _IK_KEEP_IN_NEXTN.search(tensor.name)):
-            continue
-        if ik_dsa and ".indexer." in tensor.name:
             continue
         out.append(tensor)
     return tuple(out)

@@ -68,7 +68,8 @@ def test_seed_003_head15_tail4() -> None:
     plan = _plan("glm51-head15-tail4-ctx65k.yaml")
     for buffer, logged in (("CUDA0", 68698), ("CUDA1", 23473), ("CUDA_Host", 229438)):
         got = _buf(plan, "grandpa", buffer)["weights"]
-        assert abs(got / (logged * MiB) - 1) < 0.03, buffer
+        # issue 4 asks 3 %; with the profile fitted to seed 001 it is within 0.01 %
+        assert abs(got / (logged * MiB) - 1) < 0.001, buffer
 
 
 def test_final_layout_keeps_both_workers_and_puts_experts_head_and_tail() -> None:
@@ -79,9 +80,12 @@ def test_final_layout_keeps_both_workers_and_puts_experts_head_and_tail() -> Non
         assert sp.buffers["CUDA0"].kv > 0
     experts = plan.service("grandpa").expert_layers
     on_gpus = [n for dev, layers in experts.items() if dev != "host" for n in layers]
-    assert len(on_gpus) >= 10
     assert {3, 4, 5, 77, 76, 75} <= set(on_gpus)  # head and tail first
     assert all(d.free >= 0 for d in plan.devices)
+    # auto fills the GPUs: neither has room left for one more expert layer (seed 001:
+    # gate 1225 + down 1638 + up 1225 MiB each). The seed hoped for 20 (its hand budget
+    # books 54 + 42 + 12 = 108 GB per 96 GB card); what fits beside the workers is less.
+    assert all(d.free < 4088 * MiB for d in plan.devices if d.id != "host")
 
 
 def test_plan_json_is_versioned_and_stable(tmp_path: Path) -> None:

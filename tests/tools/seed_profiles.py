@@ -17,7 +17,7 @@ from layoutgen.profile import HParams, Profile, dump_profile
 from layoutgen.quants import tensor_nbytes
 from layoutgen.tensors import Tensor, fold
 
-OUT = Path(__file__).resolve().parent.parent / "layouts" / "models"
+OUT = Path(__file__).resolve().parents[2] / "layouts" / "models"
 Recipe = Callable[[str], str]
 
 
@@ -33,16 +33,18 @@ class Builder:
 
 def glm51() -> Profile:
     """GLM-5.1 IQ3_KS (ubergarm), arch glm-dsa; shapes from tensor-tables/GLM-5.1.md."""
+    # Fitted, see GLM_SOURCE: attention q6_k, k_b/v_b q8_0, indexer q8_0, dense and
+    # shared-expert FFN iq5_ks, output iq6_k; the unloaded nextn layer blk.78 differs.
     types = {
-        "attn_kv_a_mqa": "iq6_k",
-        "attn_q_a": "iq6_k",
-        "attn_q_b": "iq6_k",
-        "attn_output": "iq6_k",
-        "attn_k_b": "q6_0",
-        "attn_v_b": "q6_0",
-        "ffn_down": "iq6_k",
-        "ffn_gate": "iq6_k",
-        "ffn_up": "iq6_k",
+        "attn_kv_a_mqa": "q6_k",
+        "attn_q_a": "q6_k",
+        "attn_q_b": "q6_k",
+        "attn_output": "q6_k",
+        "attn_k_b": "q8_0",
+        "attn_v_b": "q8_0",
+        "ffn_down": "iq5_ks",
+        "ffn_gate": "iq5_ks",
+        "ffn_up": "iq5_ks",
         "ffn_down_shexp": "iq5_ks",
         "ffn_gate_shexp": "iq5_ks",
         "ffn_up_shexp": "iq5_ks",
@@ -50,17 +52,31 @@ def glm51() -> Profile:
         "ffn_up_exps": "iq3_ks",
         "ffn_down_exps": "iq4_ks",
         "ffn_gate_inp": "f32",
-        "indexer.proj": "f32",
-        "indexer.attn_k": "f32",
-        "indexer.attn_q_b": "f32",
-        "nextn.eh_proj": "iq6_k",
-        "output": "q6_k",
+        "indexer.proj": "q8_0",
+        "indexer.attn_k": "q8_0",
+        "indexer.attn_q_b": "q8_0",
+        "output": "iq6_k",
         "token_embd": "iq4_k",
+    }
+    nextn = {
+        "attn_kv_a_mqa": "q8_0",
+        "attn_q_a": "q8_0",
+        "attn_q_b": "q8_0",
+        "attn_output": "q8_0",
+        "ffn_gate_exps": "iq5_ks",
+        "ffn_up_exps": "iq5_ks",
+        "ffn_down_exps": "iq5_ks",
+        "ffn_down_shexp": "iq4_ks",
+        "ffn_gate_shexp": "iq4_ks",
+        "ffn_up_shexp": "iq4_ks",
+        "nextn.eh_proj": "iq5_k",
     }
 
     def recipe(name: str) -> str:
         key = name.removesuffix(".weight")
         key = key.split(".", 2)[2] if key.startswith("blk.") else key
+        if name.startswith("blk.78.") and key in nextn:
+            return nextn[key]
         return types[key]
 
     b, e = Builder(recipe), 6144
@@ -141,13 +157,21 @@ exactly iq3_ks (gate/up) and iq4_ks (down) in ik_llama.cpp's type table
 equals 75 layers (blk.3-77) x 4088 MiB + token_embd as iq4_k (535265280 B) exactly, so
 token_embd is iq4_k and blk.78 (nextn) is not loaded by ik_llama.cpp (ubergarm's model
 card: "unused blk.78/indexer/nextn tensors").
-NOT KNOWN: the types of the other (attention, indexer, shared-expert, dense, output)
-tensors. They are fitted so that the total is the logged model size 320.216 GiB; the
-non-expert tensors ik loads (blk.0-77 without indexer, plus output) then sum to
-13658.76 MiB, while seed 001 logs CUDA0 14498.95 MiB on one GPU (also 7378.05 + 7120.90
-on two). The logged buffer evidently holds ~840 MiB that the file accounting here does not
-explain (another public log, sokann/GLM-5.1-GGUF-1.673bpw, shows the same kind of gap:
-CUDA0 13625.82 MiB vs 13365.91 MiB of its recipe's tensors). Replace this profile with
+NOT KNOWN: the types of the other (attention, indexer, shared-expert, dense, output,
+nextn) tensors. They are fitted to three logged figures at once, by search over ggml/ik
+types (attention q6_k, attn_k_b/attn_v_b q8_0, indexer q8_0, dense and shared-expert FFN
+iq5_ks, output iq6_k): ik_llama.cpp loads every non-expert tensor of blk.0-77 (DSA
+indexer included: create_glm_dsa_tensors in ik_llama.cpp src/llama-load-tensors.cpp,
+ik-llama-cpp-python 0.1.5, creates them with flags 0 outside the nextn layer) plus
+blk.78's attn_k_b/attn_v_b and output; with seed 001's two-GPU split (blk.0-40 on CUDA0,
+41-77 and output on CUDA1, from its KV 784.15/707.64 MiB) these sum to 7376.55 and
+7119.55 MiB against the logged 7378.05 and 7120.90 (-0.02 % each; one GPU: 14496.10
+against 14498.95). The nextn layer blk.78, which nobody loads, then holds what is left
+of the logged model size 320.216 GiB (6291.76 MiB): its attention q8_0, experts iq5_ks,
+shared expert iq4_ks and eh_proj iq5_k fill it to 0.01 MiB. An earlier version assumed
+the indexer unloaded (ubergarm's card calls it "unused": unused, yet allocated) and
+came out 840 MiB short of CUDA0. Replace this profile with 'layoutgen inspect' output
+when the GGUF is at hand.
 'layoutgen inspect' output when the GGUF is at hand.
 """
 

@@ -16,7 +16,7 @@ exec podman run \
   --ulimit memlock=-1:-1 \
   --health-cmd 'curl -fsS http://127.0.0.1:8000/health' \
   --health-interval 10s \
-  --health-start-period 748s \
+  --health-start-period 750s \
   registry.home.arpa/ik_llama.cpp:latest \
   -m /models/glm-5.1-iq3_ks/GLM-5.1-IQ3_KS-00001-of-00008.gguf \
   -c 32768 \

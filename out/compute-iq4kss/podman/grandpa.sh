@@ -16,7 +16,7 @@ exec podman run \
   --ulimit memlock=-1:-1 \
   --health-cmd 'curl -fsS http://127.0.0.1:8000/health' \
   --health-interval 10s \
-  --health-start-period 748s \
+  --health-start-period 750s \
   registry.home.arpa/ik_llama.cpp:latest \
   -m /models/glm-5.1-iq3_ks/GLM-5.1-IQ3_KS-00001-of-00008.gguf \
   -c 32768 \
@@ -31,8 +31,8 @@ exec podman run \
   -sm layer \
   -ts 96735,96735 \
   -fa on \
-  -ot '^blk\.([3-9]|21|40)\.ffn_(up|gate|down|gate_up)_exps\.weight$=CUDA0' \
-  -ot '^blk\.(59|7[1-7])\.ffn_(up|gate|down|gate_up)_exps\.weight$=CUDA1' \
+  -ot '^blk\.([3-8]|21|40)\.ffn_(up|gate|down|gate_up)_exps\.weight$=CUDA0' \
+  -ot '^blk\.(9|59|7[2-7])\.ffn_(up|gate|down|gate_up)_exps\.weight$=CUDA1' \
   --cpu-moe \
   --reasoning-budget 0 \
   --host 0.0.0.0 \
