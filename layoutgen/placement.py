@@ -217,24 +217,36 @@ def place_weights(
     layer -> device for its routed experts; absent expert layers go to
     ``host``.  ``output_device``: where output/norm tensors go (None: host).
     """
-    keep = loaded(profile, runtime)
-    kept = {t.name for t in keep}
-    skipped = tuple(t.name for t in profile.tensors() if t.name not in kept)
+    slots, skipped = _slots(profile, runtime)
     tensor_buffer: dict[str, str] = {}
     buffers: dict[str, int] = {}
-    for t in keep:
-        layer = expert_layer(t.name)
-        if layer is not None:
-            buf = expert_device.get(layer, host)
-        elif t.layer is not None:
-            buf = layer_device.get(t.layer, host)
-        elif t.name == "token_embd.weight":
+    for name, nbytes, expert, layer in slots:
+        if expert is not None:
+            buf = expert_device.get(expert, host)
+        elif layer is not None:
+            buf = layer_device.get(layer, host)
+        elif name == "token_embd.weight":
             buf = host
         else:
             buf = output_device or host
-        tensor_buffer[t.name] = buf
-        buffers[buf] = buffers.get(buf, 0) + t.nbytes
+        tensor_buffer[name] = buf
+        buffers[buf] = buffers.get(buf, 0) + nbytes
     return Weights(tensor_buffer, dict(sorted(buffers.items())), skipped)
+
+
+@functools.lru_cache(maxsize=64)
+def _slots(
+    profile: Profile, runtime: Runtime
+) -> tuple[tuple[tuple[str, int, int | None, int | None], ...], tuple[str, ...]]:
+    """Loaded tensors as (name, bytes, expert layer, layer), and the skipped names.
+
+    ``place_weights`` runs once per candidate layout while the solver fills
+    GPUs; classifying each tensor by regex there dominated solve time.
+    """
+    keep = loaded(profile, runtime)
+    kept = {t.name for t in keep}
+    skipped = tuple(t.name for t in profile.tensors() if t.name not in kept)
+    return tuple((t.name, t.nbytes, expert_layer(t.name), t.layer) for t in keep), skipped
 
 
 def ik_computed_wkv_b(profile: Profile, mla: int | None) -> dict[int, int]:

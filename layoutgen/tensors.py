@@ -17,6 +17,7 @@ not start with ``blk.N.`` (``token_embd.weight``) are never folded.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -39,9 +40,9 @@ class Tensor:
     shape: tuple[int, ...]
     nbytes: int
 
-    @property
+    @functools.cached_property
     def layer(self) -> int | None:
-        """The block index of ``blk.N.*`` tensors, else None."""
+        """The block index of ``blk.N.*`` tensors, else None (parsed once per tensor)."""
         m = _BLOCK.match(self.name)
         return int(m.group("layer")) if m else None
 
