@@ -21,6 +21,7 @@ from layoutgen.placement import (
     expert_layer,
     host_buffer,
     ik_computed_wkv_b,
+    ik_offload_copy,
     ik_split_sizes,
     loaded,
     place_weights,
@@ -51,6 +52,8 @@ class Setting:
     mmap: bool
     measured: Mapping[str, Mapping[str, int]]  # buffer -> {"compute": bytes, ...}
     overhead: int  # per GPU
+    #: ik_llama.cpp's -muge: up and gate experts fused into one tensor
+    merge_up_gate: bool = False
 
     @property
     def local_gpus(self) -> bool:
@@ -114,6 +117,8 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         mmap=_mmap(args, rs.mlock),
         measured=measured,
         overhead=spec.host.gpu_overhead,
+        merge_up_gate=runtime == "ik_llama.cpp"
+        and any(a in ("-muge", "--merge-up-gate-experts") for a in args),
     )
 
 
@@ -234,8 +239,10 @@ def _compute(
 
     llama.cpp: derived from its graph and scheduler, :mod:`layoutgen.compute`.
     ik_llama.cpp, GPU: the larger of the routed experts' activations and the
-    logits (n_vocab x ubatch x 4 B, on the output device), plus 10 %; seed
-    001's GLM-5.1 at -ub 8192 logged 5418 MiB where this gives 5324.  Host
+    logits (n_vocab x ubatch x 4 B, on the output device), plus 10 %; on the
+    first GPU, at least the largest host expert tensor it copies in to run
+    a big batch's MoE matmul plus the activations (:func:`ik_offload_copy`;
+    seed 001's GLM-5.1 at -ub 8192 logged 5418 MiB where this gives 5394).  Host
     side with a GPU: n_embd x ubatch x 16 B (seed 001: 704 MiB logged, 768
     here).  CPU-only: the GPU formula, on the CPU.
     """
@@ -249,7 +256,13 @@ def _compute(
         return (hp.n_embd or 0) * ub * 16 if buffer == "CUDA_Host" else 0, "estimated"
     activations = expert_activations(s.profile, s.runtime, ub)
     logits = (hp.vocab or 0) * ub * 4 if buffer == output or output is None else 0
-    return int(max(activations, logits) * 1.1), "estimated"
+    estimate = int(max(activations, logits) * 1.1)
+    first_gpu = next((d for d in s.devices if d.startswith("CUDA")), None)
+    if buffer == first_gpu:
+        copy = ik_offload_copy(s.profile, s.runtime, ub, experts, merge_up_gate=s.merge_up_gate)
+        if copy:
+            estimate = max(estimate, copy + activations)
+    return estimate, "estimated"
 
 
 def _mainline_compute(

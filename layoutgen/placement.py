@@ -129,6 +129,49 @@ def expert_activations(profile: Profile, runtime: Runtime, ubatch: int) -> int:
     return rows * ubatch * (hp.n_expert_used or 0) * 4 + (hp.n_embd or 0) * ubatch * 8
 
 
+@functools.lru_cache(maxsize=64)
+def _expert_tensors(profile: Profile, runtime: Runtime, merge_up_gate: bool) -> dict[int, int]:
+    """The largest routed-expert weight of each layer as the runtime multiplies it.
+
+    With ik_llama.cpp's ``-muge`` the up and gate experts are one fused tensor.
+    """
+    largest: dict[int, int] = {}
+    fused: dict[int, int] = {}
+    for t in loaded(profile, runtime):
+        layer = expert_layer(t.name)
+        if layer is None:
+            continue
+        if merge_up_gate and t.name.endswith(("ffn_up_exps.weight", "ffn_gate_exps.weight")):
+            fused[layer] = fused.get(layer, 0) + t.nbytes
+        largest[layer] = max(largest.get(layer, 0), t.nbytes)
+    return {layer: max(size, fused.get(layer, 0)) for layer, size in largest.items()}
+
+
+def ik_offload_copy(
+    profile: Profile,
+    runtime: Runtime,
+    ubatch: int,
+    expert_device: Mapping[int, str],
+    *,
+    merge_up_gate: bool,
+) -> int:
+    """Bytes of host expert weights ik_llama.cpp copies into the first GPU's compute buffer.
+
+    With a large enough batch, ggml's scheduler runs a MoE matmul whose experts
+    live in host memory on the first GPU, copying the weight in
+    (``ggml_backend_cuda_offload_op``: ubatch x n_expert_used >= 32 x n_expert,
+    32 = GGML_CUDA_MIN_BATCH_OFFLOAD); the copies share the compute buffer one
+    at a time, so the largest host expert tensor counts.  Seed 001: CUDA0 logs
+    5418.03 MiB at -ub 8192 with -muge whether or not CUDA0 holds the logits,
+    = the fused up+gate of one layer (2450 MiB) + activations (2944 MiB) + 24.
+    """
+    hp = profile.hparams
+    if not hp.n_expert or ubatch * (hp.n_expert_used or 0) < 32 * hp.n_expert:
+        return 0
+    sizes = _expert_tensors(profile, runtime, merge_up_gate)
+    return max((b for layer, b in sizes.items() if layer not in expert_device), default=0)
+
+
 def split_by_size(
     sizes: Mapping[int, int], output: int, devices: Sequence[str], shares: Sequence[float]
 ) -> dict[int, str]:

@@ -46,6 +46,38 @@ def test_glm51_two_gpus_split_the_kv_as_logged() -> None:
     assert abs(_buf(plan, "grandpa", "CUDA1")["kv"] / (707.64 * MiB) - 1) < 0.01
 
 
+def test_ik_first_gpu_compute_counts_the_host_expert_copy() -> None:
+    # Seed 001 configuration 2 (--cpu-moe, 2 GPUs, -ub 8192, -muge) carries no measured
+    # compute; configuration 1 (-ot exps=CPU: the same placement) logged "CUDA0 compute
+    # buffer size = 5418.03 MiB" and "CUDA1 ... 5032.00 MiB". CUDA0 does not hold the
+    # logits there: its buffer is a host expert copied in for the big batch's matmul.
+    plan = _plan("glm51-2-cpu-moe-2gpu.yaml")
+    cuda0 = plan.service("grandpa").buffers["CUDA0"]
+    assert cuda0.basis["compute"] == "estimated"
+    assert abs(cuda0.compute / (5418.03 * MiB) - 1) < 0.01
+    assert abs(_buf(plan, "grandpa", "CUDA1")["compute"] / (5032.00 * MiB) - 1) < 0.06
+    # Seed 001 configuration 5 (head 12 + tail 10, estimated compute): nvtop shows the
+    # process at 64,268 / 55,322 MiB on the two GPUs; the plan, overhead included.
+    gpus = {d.id: d.used for d in _plan("glm51-5-head12-tail10-2gpu.yaml").devices}
+    assert abs(gpus["gpu0"] / (64268 * MiB) - 1) < 0.01
+    assert abs(gpus["gpu1"] / (55322 * MiB) - 1) < 0.01
+
+
+def test_ik_offload_copy_needs_host_experts_and_a_big_batch() -> None:
+    from layoutgen.placement import ik_offload_copy
+    from layoutgen.profile import load_profile
+
+    glm = load_profile(LAYOUTS / "models" / "glm-5.1-iq3_ks.yaml")
+    # -muge fuses up+gate (1225 + 1225 MiB); without it the largest is down (1638 MiB)
+    assert ik_offload_copy(glm, "ik_llama.cpp", 8192, {}, merge_up_gate=True) == 2450 * MiB
+    assert ik_offload_copy(glm, "ik_llama.cpp", 8192, {}, merge_up_gate=False) == 1638 * MiB
+    all_on_gpu = {layer: "CUDA0" for layer in range(3, 78)}
+    assert ik_offload_copy(glm, "ik_llama.cpp", 8192, all_on_gpu, merge_up_gate=True) == 0
+    # ubatch x 8 used experts must reach 32 x 256 experts: 1024 offloads, 1023 does not
+    assert ik_offload_copy(glm, "ik_llama.cpp", 1024, {}, merge_up_gate=True) > 0
+    assert ik_offload_copy(glm, "ik_llama.cpp", 1023, {}, merge_up_gate=True) == 0
+
+
 def test_n_cpu_moe_64_fits_with_the_logged_pinned_memory() -> None:
     # Seed 001 configuration 4: "Allocating 244.02 GiB of pinned host memory".
     plan = _plan("glm51-4-n-cpu-moe-64-1gpu.yaml")

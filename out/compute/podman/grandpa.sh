@@ -32,8 +32,8 @@ exec podman run \
   -sm layer \
   -ts 96735,96735 \
   -fa on \
-  -ot '^blk\.([3-8]|21|40)\.ffn_(up|gate|down|gate_up)_exps\.weight$=CUDA0' \
-  -ot '^blk\.(59|7[2-7])\.ffn_(up|gate|down|gate_up)_exps\.weight$=CUDA1' \
+  -ot '^blk\.([3-7]|21|40)\.ffn_(up|gate|down|gate_up)_exps\.weight$=CUDA0' \
+  -ot '^blk\.(8|7[2-7])\.ffn_(up|gate|down|gate_up)_exps\.weight$=CUDA1' \
   --cpu-moe \
   --reasoning-budget 0 \
   --host 0.0.0.0 \
