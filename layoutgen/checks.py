@@ -132,12 +132,6 @@ def _rpc(host: Host, i: int, rpc: Rpc, seen: dict[str, int]) -> Iterator[Problem
             f"host.gpus[{seen[rpc.endpoint]}]; each ggml-rpc-server serves one device here",
         )
     seen.setdefault(rpc.endpoint, i)
-    if not rpc.binary.startswith("/"):
-        yield Problem(
-            (*where, "binary"),
-            f"host.gpus[{i}].rpc.binary: {rpc.binary!r} is not an absolute path; write "
-            "where ggml-rpc-server is on the serving host, e.g. /opt/llama.cpp/bin/ggml-rpc-server",
-        )
     address = rpc.endpoint.rpartition(":")[0]
     if address not in LOOPBACK:
         yield Problem(
@@ -347,14 +341,6 @@ def _api_keys(spec: Spec) -> Iterator[Problem]:
                 f"services.{name}.api_key.env_file: "
                 f"{runtime.kind} does not read LLAMA_API_KEY; use 'file:' or 'secret:'",
             )
-        for field in ("file", "env_file"):
-            path = getattr(key, field)
-            if path is not None and not path.startswith("/"):
-                yield Problem(
-                    (*base, field),
-                    f"services.{name}.api_key.{field}: {path!r} is "
-                    "not absolute; write the full path on the host",
-                )
 
 
 def _args(spec: Spec) -> Iterator[Problem]:
@@ -400,6 +386,16 @@ def _ordering(spec: Spec) -> Iterator[Problem]:
                         ("services", name, key, i),
                         f"services.{name}.{key}[{i}]: no service {other!r}{_known(names, other)}",
                     )
+    clash = conflicting(spec)
+    for name in names:
+        for i, other in enumerate(spec.services[name].after):
+            if other in clash[name]:
+                yield Problem(
+                    ("services", name, "after", i),
+                    f"services.{name}.after[{i}]: {other!r} conflicts with {name!r}, so "
+                    f"{name!r} cannot wait for it to be up; remove it from 'after' or from "
+                    "'conflicts'",
+                )
     cycle = _cycle(spec)
     if cycle:
         first = cycle[0]
@@ -410,6 +406,17 @@ def _ordering(spec: Spec) -> Iterator[Problem]:
             "has a cycle: " + " -> ".join(cycle) + "; remove one of these 'after' "
             "entries",
         )
+
+
+def conflicting(spec: Spec) -> dict[str, set[str]]:
+    """Each service's conflicts, both ways: naming it on either side is enough."""
+    out: dict[str, set[str]] = {n: set() for n in spec.services}
+    for name, svc in spec.services.items():
+        for other in svc.conflicts:
+            if other in out and other != name:
+                out[name].add(other)
+                out[other].add(name)
+    return out
 
 
 def _cycle(spec: Spec) -> list[str] | None:

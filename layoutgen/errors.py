@@ -35,16 +35,29 @@ class Diagnostic:
 
     def gcc(self) -> str:
         where = f"{self.file}:{self.line}:{self.col}" if self.line else self.file
-        return f"{where}: {self.severity.value}: {self.message}"
+        return f"{printable(where)}: {self.severity.value}: {printable(self.message)}"
 
     def github(self) -> str:
         kind = "error" if self.severity is Severity.ERROR else "warning"
         # GitHub workflow commands need %, CR and LF escaped in the message.
-        msg = self.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-        loc = f"file={self.file}"
+        msg = printable(self.message).replace("%", "%25")
+        loc = f"file={printable(self.file)}"
         if self.line:
             loc += f",line={self.line},col={self.col}"
         return f"::{kind} {loc}::{msg}"
+
+
+def printable(text: str) -> str:
+    """``text`` on one line, with no terminal control sequences.
+
+    A message may quote a value from the input (a key ending in a newline,
+    an escape sequence); printed raw it would split the line that tools read
+    as one diagnostic, or drive the terminal.  Control characters are written
+    as Python escapes instead (``\\n``, ``\\x1b``).
+    """
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() or ch == " " else repr(ch)[1:-1] for ch in text)
 
 
 @dataclass(frozen=True)

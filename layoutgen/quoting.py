@@ -19,13 +19,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-_SH_SAFE = re.compile(r"^[A-Za-z0-9_@%+=:,./-]+$")
-_SYSTEMD_SAFE = re.compile(r"^[A-Za-z0-9_@+=:,./-]+$")
+# Used with fullmatch: "$" alone would let "x\n" pass as safe to leave unquoted.
+_SH_SAFE = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+_SYSTEMD_SAFE = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
 
 
 def shell(arg: str) -> str:
     """One argument for a POSIX shell script."""
-    if arg and _SH_SAFE.match(arg):
+    if _SH_SAFE.fullmatch(arg):
         return arg
     return "'" + arg.replace("'", "'\\''") + "'"
 
@@ -37,7 +38,7 @@ def shell_line(argv: Iterable[str]) -> str:
 def systemd(arg: str) -> str:
     """One argument for a systemd command line (``ExecStart=``, quadlet ``Exec=``)."""
     escaped = arg.replace("%", "%%").replace("$", "$$")
-    if arg and _SYSTEMD_SAFE.match(arg):
+    if _SYSTEMD_SAFE.fullmatch(arg):
         return escaped
     out = []
     for ch in escaped:
@@ -58,3 +59,25 @@ def systemd(arg: str) -> str:
 
 def systemd_line(argv: Iterable[str]) -> str:
     return " ".join(systemd(a) for a in argv)
+
+
+def unit_value(value: str) -> str:
+    """A unit-file value that is not a command line, checked to be read back as written.
+
+    Such values (``Image=``, ``Volume=``, ``Description=`` ...) have no quoting:
+    a newline ends them, a trailing backslash continues them onto the next
+    line, leading and trailing blanks are dropped, and systemd expands ``%``
+    specifiers (quadlet passes ``$`` on to ``ExecStart``, where systemd expands
+    it too).  The spec's validation keeps such characters out of every value
+    that lands here; this is the renderer's own guard, so that a gap there is
+    a crash (a bug, reported) and never a unit that says something else.
+    """
+    if (
+        value != value.strip()
+        or value.endswith("\\")
+        or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in value)
+        or "%" in value.replace("%%", "")
+        or "$" in value.replace("$$", "")
+    ):
+        raise ValueError(f"unit value {value!r} would not be read back as written")
+    return value

@@ -17,6 +17,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 
 from layoutgen.argv import server_argv
+from layoutgen.checks import conflicting
 from layoutgen.errors import LayoutgenError, Problem, Severity
 from layoutgen.footprint import Setting, buffers, expert_bytes, layer_split, setting
 from layoutgen.plan import PARTS, DevicePlan, Part, Plan, ServicePlan
@@ -85,11 +86,7 @@ def _bisect(ordered: list[int]) -> list[int]:
 def scenarios(spec: Spec) -> list[frozenset[str]]:
     """Maximal sets of services that may run together (``conflicts`` is symmetric)."""
     names = sorted(spec.services)
-    clash = {n: set(spec.services[n].conflicts) for n in names}
-    for n in names:
-        for other in list(clash[n]):
-            if other in clash:
-                clash[other].add(n)
+    clash = conflicting(spec)
     found: list[frozenset[str]] = []
 
     def grow(chosen: frozenset[str], rest: list[str]) -> None:

@@ -16,6 +16,7 @@ import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -24,6 +25,7 @@ from pydantic import (
     model_validator,
 )
 
+from layoutgen import literals
 from layoutgen.sizes import SIZE_PATTERN, parse_size
 
 SCHEMA_VERSION = 1
@@ -47,13 +49,15 @@ Size = Annotated[
     ),
 ]
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,62}$")
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+# Every pattern is used with ``fullmatch``: ``$`` alone would accept a
+# trailing newline, and a name ending in "\n" breaks scripts and units.
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 
 
 def _name(value: object) -> object:
     # Service and host names become file, unit and container names.
-    if isinstance(value, str) and not _NAME.match(value):
+    if isinstance(value, str) and not _NAME.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a valid name: use lowercase letters, digits and '-', "
             "starting with a letter or digit (it becomes file, unit and container names)"
@@ -62,7 +66,7 @@ def _name(value: object) -> object:
 
 
 def _ident(value: object) -> object:
-    if isinstance(value, str) and not _ID.match(value):
+    if isinstance(value, str) and not _ID.fullmatch(value):
         raise ValueError(
             f"{value!r} is not a valid id: use letters, digits, '_', '.' and '-', "
             "starting with a letter or digit"
@@ -70,12 +74,30 @@ def _ident(value: object) -> object:
     return value
 
 
+#: Capabilities a service may add, and why an inference server would want each.
+#: Anything else (ALL, SYS_ADMIN, NET_ADMIN, ...) widens what a compromised server
+#: can do to the host far beyond what serving a model needs, so it is refused.
+CAPABILITIES = {
+    "SYS_NICE": "raise thread priority and set NUMA/CPU affinity (seed 001's --cap-add)",
+    "IPC_LOCK": "lock weights in RAM (--mlock) beyond the memlock limit",
+    "SYS_RESOURCE": "raise resource limits such as RLIMIT_MEMLOCK from inside",
+}
+
+
 def _capability(value: object) -> object:
-    if isinstance(value, str) and not re.match(r"^[A-Z][A-Z0-9_]*$", value):
-        fixed = value.upper().removeprefix("CAP_")
+    if not isinstance(value, str):
+        return value
+    if not re.fullmatch(r"[A-Z][A-Z0-9_]*", value):
+        fixed = value.strip().upper().removeprefix("CAP_")
         raise ValueError(
             f"{value!r} is not a capability name: write it in upper case without CAP_, "
             f"like {fixed!r}"
+        )
+    if value not in CAPABILITIES:
+        allowed = ", ".join(sorted(CAPABILITIES))
+        raise ValueError(
+            f"capability {value!r} is not allowed: an inference server needs at most "
+            f"{allowed}; remove it (layoutgen never grants broader privileges)"
         )
     return value
 
@@ -83,15 +105,24 @@ def _capability(value: object) -> object:
 def _version(value: object) -> object:
     if isinstance(value, int | float) and not isinstance(value, bool):
         value = str(value)  # 5.4 written unquoted is a float in YAML
-    if isinstance(value, str) and not re.match(r"^\d+\.\d+(\.\d+)?$", value):
+    if isinstance(value, str) and not re.fullmatch(r"\d{1,4}\.\d{1,4}(\.\d{1,4})?", value):
         raise ValueError(f"{value!r} is not a version: write MAJOR.MINOR, e.g. '5.4'")
     return value
 
 
 Name = Annotated[str, BeforeValidator(_name)]
 Ident = Annotated[str, BeforeValidator(_ident)]
+# Strings by where they land (see layoutgen.literals): each refuses what its
+# formats cannot carry literally.
+Text = Annotated[str, AfterValidator(literals.text)]
+HostPath = Annotated[str, AfterValidator(literals.host_path)]
+MountedFile = Annotated[str, AfterValidator(literals.mounted_file)]
+Image = Annotated[str, AfterValidator(literals.image)]
+SecretName = Annotated[str, AfterValidator(literals.secret)]
+DeviceName = Annotated[str, AfterValidator(literals.device)]
+BufferName = Annotated[str, AfterValidator(literals.buffer)]
 
-LAYER_RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
+LAYER_RANGE = re.compile(r"[ ]*(\d{1,6})[ ]*-[ ]*(\d{1,6})[ ]*")
 
 
 def _layers(value: object) -> object:
@@ -101,7 +132,7 @@ def _layers(value: object) -> object:
     out: list[object] = []
     for item in value:
         if isinstance(item, str):
-            m = LAYER_RANGE.match(item)
+            m = LAYER_RANGE.fullmatch(item)
             if m is None:
                 raise ValueError(
                     f"cannot read layer {item!r}: write a layer number (12) "
@@ -159,15 +190,7 @@ class Cpu(Strict):
         return self
 
 
-def _endpoint(value: object) -> object:
-    if isinstance(value, str):
-        host, sep, port = value.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-            raise ValueError(f"{value!r} is not an endpoint; write HOST:PORT, e.g. 127.0.0.1:50052")
-    return value
-
-
-Endpoint = Annotated[str, BeforeValidator(_endpoint)]
+Endpoint = Annotated[str, AfterValidator(literals.endpoint)]
 
 
 class Rpc(Strict):
@@ -178,8 +201,8 @@ class Rpc(Strict):
         "127.0.0.1:50052; anything but loopback draws a warning (the protocol has no "
         "authentication)"
     )
-    binary: str = Field(description="absolute path of ggml-rpc-server on the serving host")
-    device: str = Field(
+    binary: HostPath = Field(description="absolute path of ggml-rpc-server on the serving host")
+    device: DeviceName = Field(
         description="the one backend device the server exports (ggml-rpc-server -d), as "
         "that host's llama.cpp names it: CUDA0, CUDA1, ... or CPU"
     )
@@ -200,7 +223,7 @@ class Gpu(Strict):
         "what the server may use; ggml-rpc-server cannot advertise it)"
     )
     reserve: Size = Field(description="memory layoutgen must leave free (display, other users)")
-    name: str | None = Field(default=None, description="model name, for people")
+    name: Text | None = Field(default=None, description="model name, for people")
     rpc: Rpc | None = Field(
         default=None, description="a remote device served by ggml-rpc-server instead of a local GPU"
     )
@@ -237,16 +260,19 @@ class Host(Strict):
 
 
 class Model(Strict):
-    path: str = Field(
-        description="absolute path of the GGUF on the host (first shard of a split model)"
+    path: MountedFile = Field(
+        description="absolute path of the GGUF on the host (first shard of a split model), "
+        "in a directory of its own: containers mount that directory read-only"
     )
-    profile: str = Field(description="model profile file, relative to this spec")
+    profile: Text = Field(description="model profile file, relative to this spec")
 
 
 class Runtime(Strict):
     kind: RuntimeKind = Field(description="llama.cpp, ik_llama.cpp or vllm")
-    image: str | None = Field(default=None, description="container image to run")
-    binary: str | None = Field(default=None, description="absolute path of a native server")
+    image: Image | None = Field(
+        default=None, description="container image to run: [REGISTRY/]NAME[:TAG][@DIGEST]"
+    )
+    binary: HostPath | None = Field(default=None, description="absolute path of a native server")
 
     @model_validator(mode="after")
     def _one_of_image_or_binary(self) -> Runtime:
@@ -324,13 +350,13 @@ EXPERT_MODES = ("auto", "host", "gpu", "n-cpu-moe", "explicit")
 class ApiKey(Strict):
     """Where the server's API key comes from; never written into rendered files."""
 
-    secret: str | None = Field(
+    secret: SecretName | None = Field(
         default=None, description="a podman secret, mounted at /run/secrets/api-key"
     )
-    file: str | None = Field(
+    file: MountedFile | None = Field(
         default=None, description="an absolute host path: keys one per line, mounted read-only"
     )
-    env_file: str | None = Field(
+    env_file: HostPath | None = Field(
         default=None, description="an absolute host path with LLAMA_API_KEY=... (llama.cpp only)"
     )
 
@@ -390,10 +416,10 @@ class Service(Strict):
     capabilities: tuple[Annotated[str, BeforeValidator(_capability)], ...] = Field(
         default=(), description="Linux capabilities to add, e.g. [SYS_NICE]"
     )
-    args: tuple[str, ...] = Field(
+    args: tuple[Text, ...] = Field(
         default=(), description="extra runtime arguments, passed through last"
     )
-    measured: dict[str, Measured] = Field(
+    measured: dict[BufferName, Measured] = Field(
         default_factory=dict,
         description="measured buffer sizes by runtime buffer name (CUDA0, CUDA_Host, ...)",
     )

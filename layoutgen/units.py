@@ -17,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from layoutgen import quoting
-from layoutgen.argv import API_KEY_PATH, MODELS_DIR
+from layoutgen import quoting, sandbox
+from layoutgen.argv import API_KEY_PATH, MODELS_DIR, rpc_devices
+from layoutgen.checks import LOOPBACK, conflicting
 from layoutgen.errors import LayoutgenError
 from layoutgen.plan import Plan, ServicePlan
 from layoutgen.roles import ResolvedService
@@ -97,20 +98,32 @@ def _pinned(spec: Spec, rs: ResolvedService, sp: ServicePlan) -> bool:
 
 def build(spec: Spec, plan: Plan, services: tuple[ResolvedService, ...]) -> list[Unit]:
     by_name = {rs.name: rs for rs in services}
-    after = _start_after(spec, plan, by_name)
+    clash = conflicting(spec)
+    after = _start_after(spec, plan, by_name, clash)
     rpc_here = {g.id for g in spec.host.gpus if g.rpc is not None and _serves(spec, g.rpc)}
-    return [
-        _unit(
-            spec,
-            by_name[sp.name],
-            sp,
-            [f"{n}.service" for n in after[sp.name]]
-            + [
-                f"{rpc_unit_name(g)}.service" for g in sorted(rpc_here & set(by_name[sp.name].gpus))
-            ],
-        )
-        for sp in plan.services
-    ]
+    rank = {name: i for i, name in enumerate(plan.order)}
+    units = []
+    for sp in plan.services:
+        rs = by_name[sp.name]
+        wants = [f"{n}.service" for n in after[sp.name]]
+        wants += [f"{rpc_unit_name(g)}.service" for g in sorted(rpc_here & set(rs.gpus))]
+        others = sorted(clash[sp.name], key=lambda n: (rank.get(n, len(rank)), n))
+        # Conflicts= both ways; After= one way only (the later in the solver's
+        # order), which is enough for systemd to stop the one before starting
+        # the other, so their VRAM is never claimed twice, without a cycle.
+        earlier = [n for n in others if (rank.get(n, 0), n) < (rank.get(sp.name, 0), sp.name)]
+        deps = _Deps(wants, [f"{n}.service" for n in others], [f"{n}.service" for n in earlier])
+        units.append(_unit(spec, rs, sp, deps))
+    return units
+
+
+@dataclass(frozen=True)
+class _Deps:
+    """A unit's relations: wanted and ordered after; conflicting; ordered after only."""
+
+    wants: list[str]
+    conflicts: list[str]
+    after_only: list[str]
 
 
 def rpc_unit_name(gpu_id: str) -> str:
@@ -140,9 +153,7 @@ def rpc_units(spec: Spec) -> list[tuple[str, Unit]]:
             f"layoutgen: ggml-rpc-server for {gpu.id} ({rpc.device} on {rpc.endpoint}; "
             "never expose it to an open network)"
         )
-        probe = (
-            f"until (exec 3<>/dev/tcp/{address.strip('[]')}/{port}) 2>/dev/null; do sleep 1; done"
-        )
+        loopback = address in LOOPBACK
         service: dict[str, list[tuple[str, str]]] = {
             "Unit": [
                 ("Description", description),
@@ -155,8 +166,10 @@ def rpc_units(spec: Spec) -> list[tuple[str, Unit]]:
                 ("Type", "exec"),
                 ("ExecStart", quoting.systemd_line(argv)),
                 ("Environment", "CUDA_DEVICE_ORDER=PCI_BUS_ID"),
-                ("NoNewPrivileges", "yes"),
-                ("ExecStartPost", quoting.systemd_line(["/bin/bash", "-c", probe])),
+                *sandbox.hardening(
+                    gpu=rpc.device != "CPU", capabilities=(), open_network=not loopback
+                ),
+                ("ExecStartPost", quoting.systemd_line(tcp_wait(address.strip("[]"), port))),
                 ("Restart", "on-failure"),
                 ("RestartSec", "10s"),
                 ("TimeoutStartSec", "60s"),
@@ -170,28 +183,32 @@ def rpc_units(spec: Spec) -> list[tuple[str, Unit]]:
             podman_options=(),
             command=tuple(_arg_lines(argv)),
             quadlet={},
-            service=service,
+            service=_checked(service),
         )
         out.append((rpc.served_by or spec.host.name, unit))
     return out
 
 
 def _start_after(
-    spec: Spec, plan: Plan, by_name: dict[str, ResolvedService]
+    spec: Spec, plan: Plan, by_name: dict[str, ResolvedService], clash: dict[str, set[str]]
 ) -> dict[str, list[str]]:
-    """Each service's predecessors: the previous one on each shared GPU, plus ``after``."""
+    """Each service's predecessors: the previous one on each shared GPU, plus ``after``.
+
+    A service never waits for one it conflicts with (they never run together):
+    on a shared GPU it follows the latest earlier service it can run beside.
+    """
     out: dict[str, list[str]] = {n: list(by_name[n].service.after) for n in by_name}
-    last_on: dict[str, str] = {}
+    on_gpu: dict[str, list[str]] = {}
     for name in plan.order:
         for gpu in sorted(by_name[name].gpus):
-            prev = last_on.get(gpu)
-            if prev is not None and prev not in out[name]:
-                out[name].append(prev)
-            last_on[gpu] = name
+            earlier = [p for p in on_gpu.get(gpu, []) if p not in clash[name]]
+            if earlier and earlier[-1] not in out[name]:
+                out[name].append(earlier[-1])
+            on_gpu.setdefault(gpu, []).append(name)
     return {n: sorted(v) for n, v in out.items()}
 
 
-def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: list[str]) -> Unit:
+def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit:
     svc = rs.service
     runtime = spec.runtimes[svc.runtime]
     model_path = PurePosixPath(spec.models[svc.model].path)
@@ -228,8 +245,12 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: list[str]) -> 
 
     command = list(sp.argv[1:]) if runtime.image else [runtime.binary or "", *sp.argv[1:]]
     unit_section = [("Description", description)]
-    unit_section += [("After", " ".join(["network-online.target", *deps]))]
-    unit_section += [("Wants", " ".join(["network-online.target", *deps]))]
+    unit_section += [("After", " ".join(["network-online.target", *deps.wants]))]
+    unit_section += [("Wants", " ".join(["network-online.target", *deps.wants]))]
+    if deps.conflicts:
+        unit_section += [("Conflicts", " ".join(deps.conflicts))]
+    if deps.after_only:
+        unit_section += [("After", " ".join(deps.after_only))]
     unit_section += [("StartLimitIntervalSec", "15min"), ("StartLimitBurst", "3")]
     service_common = [
         ("Restart", "on-failure"),
@@ -257,10 +278,17 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: list[str]) -> 
         ]
     else:
         native = [runtime.binary or "", *sp.argv[1:]]
+        peers = [rpc.endpoint.rpartition(":")[0] for rpc in rpc_devices(spec, rs)]
+        addresses = [sandbox.peer_address(p) for p in peers if p not in LOOPBACK]
         service["Service"] = [
             ("Type", "exec"),
             ("ExecStart", quoting.systemd_line(native)),
-            ("NoNewPrivileges", "yes"),
+            *sandbox.hardening(
+                gpu=bool(rs.gpus),
+                capabilities=svc.capabilities,
+                open_network=svc.expose or None in addresses,
+                peers=tuple(a for a in addresses if a is not None),
+            ),
             *[(k, v) for k, v in _api_key(svc) if k == "EnvironmentFile"],
             *([("LimitMEMLOCK", "infinity")] if pinned else []),
             *_wait(svc.port),
@@ -273,9 +301,22 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: list[str]) -> 
         image=runtime.image,
         podman_options=tuple(_arg_lines(options)),
         command=tuple(_arg_lines(command)),
-        quadlet=quadlet,
-        service=service,
+        quadlet=_checked(quadlet),
+        service=_checked(service),
     )
+
+
+#: Keys whose values are command lines, quoted by quoting.systemd_line.
+COMMAND_KEYS = {"Exec", "ExecStart", "ExecStop", "ExecStartPost", "PodmanArgs"}
+
+
+def _checked(sections: dict[str, list[tuple[str, str]]]) -> dict[str, list[tuple[str, str]]]:
+    """Every value that is not a command line must read back as written (quoting.unit_value)."""
+    for lines in sections.values():
+        for key, value in lines:
+            if key not in COMMAND_KEYS:
+                quoting.unit_value(value)
+    return sections
 
 
 #: podman run options for the quadlet keys _api_key returns.
@@ -375,5 +416,27 @@ def _readiness(spec: Spec, port: int, container: list[tuple[str, str]]) -> list[
 
 
 def _wait(port: int) -> list[tuple[str, str]]:
-    probe = f"until curl -fsS http://127.0.0.1:{port}/health >/dev/null 2>&1; do sleep 2; done"
-    return [("ExecStartPost", quoting.systemd_line(["/bin/sh", "-c", probe]))]
+    return [("ExecStartPost", quoting.systemd_line(health_wait(port)))]
+
+
+def health_wait(port: int) -> list[str]:
+    """Wait until ``/health`` answers 200, with curl alone: no shell reads any value.
+
+    curl retries refused connections (``--retry-connrefused``) and the 503 a
+    llama-server answers while it loads (a transient HTTP error for
+    ``--retry``); ``TimeoutStartSec`` bounds the whole wait.
+    """
+    return [
+        "/usr/bin/curl", "-fsS", "-o", "/dev/null",
+        "--retry", "100000", "--retry-delay", "2", "--retry-connrefused",
+        f"http://127.0.0.1:{port}/health",
+    ]  # fmt: skip
+
+
+#: The TCP readiness wait for ggml-rpc-server (no HTTP to ask): a fixed bash
+#: program; the address and port reach it as positional parameters, never as code.
+TCP_WAIT = 'until (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; do sleep 1; done'
+
+
+def tcp_wait(address: str, port: str) -> list[str]:
+    return ["/bin/bash", "-c", TCP_WAIT, "tcp-wait", address, port]

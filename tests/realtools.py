@@ -445,8 +445,14 @@ def _extract_word(s: str, i: int, relaxed: bool) -> tuple[str | None, int]:
     return out.decode("utf-8", "surrogateescape"), i
 
 
-def _resolve_specifiers(word: str) -> str:
-    """``%%`` -> ``%``; known specifiers kept verbatim; unknown ones refused."""
+#: What ``mark_specifiers=True`` turns a known specifier into: a private-use
+#: character around it, so that a test can tell ``%%n`` (a literal ``%n``)
+#: from a ``%n`` systemd would expand.
+SPECIFIER_MARK = "\ue000"
+
+
+def _resolve_specifiers(word: str, mark: bool = False) -> str:
+    """``%%`` -> ``%``; known specifiers kept verbatim (or marked); unknown ones refused."""
     out: list[str] = []
     i = 0
     while i < len(word):
@@ -462,7 +468,7 @@ def _resolve_specifiers(word: str) -> str:
         if nxt == "%":
             out.append("%")
         elif nxt in SPECIFIERS:
-            out.append("%" + nxt)
+            out.append(f"{SPECIFIER_MARK}%{nxt}{SPECIFIER_MARK}" if mark else "%" + nxt)
         else:
             raise ExecSyntaxError(f"unknown specifier %{nxt} in {word!r}")
         i += 2
@@ -581,7 +587,11 @@ def _split_prefixes(first: str) -> tuple[str, str]:
 
 
 def parse_exec(
-    value: str, *, env: Mapping[str, str] | None = None, relaxed: bool = False
+    value: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    relaxed: bool = False,
+    mark_specifiers: bool = False,
 ) -> list[ExecCommand]:
     """Parse an ``Exec*=`` value into its commands (``;``-separated)."""
     commands: list[ExecCommand] = []
@@ -593,7 +603,7 @@ def parse_exec(
         if first == ";":  # a lone ";" where a command starts: an empty command
             continue
         prefixes, path = _split_prefixes(first)
-        path = _resolve_specifiers(path)
+        path = _resolve_specifiers(path, mark_specifiers)
         if not path:
             raise ExecSyntaxError(f"empty executable path in {value!r}")
         if any(ord(ch) < 32 or ch in "\"'\\\x7f" for ch in path):
@@ -620,7 +630,7 @@ def parse_exec(
             word, i = _extract_word(value, i, relaxed)
             if word is None:
                 break
-            words.append(_resolve_specifiers(word))
+            words.append(_resolve_specifiers(word, mark_specifiers))
         argv = words if "@" in prefixes else [path, *words]
         if not argv:
             raise ExecSyntaxError(f"empty argv[0] in {value!r}")
@@ -635,7 +645,11 @@ def parse_exec(
 
 
 def systemd_argv(
-    exec_start: str, *, env: Mapping[str, str] | None = None, relaxed: bool = False
+    exec_start: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    relaxed: bool = False,
+    mark_specifiers: bool = False,
 ) -> list[str]:
     """The argv systemd would execute for a single-command ``ExecStart=`` value.
 
@@ -644,7 +658,7 @@ def systemd_argv(
     refuse, for an unknown escape (systemd: a warning) unless ``relaxed``,
     and for more than one command.
     """
-    commands = parse_exec(exec_start, env=env, relaxed=relaxed)
+    commands = parse_exec(exec_start, env=env, relaxed=relaxed, mark_specifiers=mark_specifiers)
     if len(commands) != 1:
         raise ExecSyntaxError(f"{len(commands)} commands in {exec_start!r}, expected one")
     return list(commands[0].argv)
@@ -776,3 +790,41 @@ def shellcheck(paths: Sequence[Path]) -> tuple[int, str]:
         timeout=120,
     )
     return proc.returncode, proc.stdout + proc.stderr
+
+
+# --------------------------------------------------------------------------
+# systemd-analyze security
+
+
+def systemd_security(path: Path) -> tuple[float, str]:
+    """``systemd-analyze security --offline=true FILE``: (overall exposure, full report).
+
+    Offline mode (systemd >= 250) scores the unit file itself, without a
+    running manager; 0.0 is fully sandboxed, 10.0 fully exposed, and systemd
+    calls up to 4.9 "OK".  The file is copied to a name ending in
+    ``.service`` as systemd requires.
+    """
+    analyze = tool("systemd-analyze")
+    with tempfile.TemporaryDirectory(prefix="layoutgen-security-") as tmp:
+        unit = Path(tmp) / path.name
+        shutil.copyfile(path, unit)
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "LC_ALL": "C.UTF-8",
+            "SYSTEMD_LOG_COLOR": "0",
+            "SYSTEMD_PAGER": "cat",
+            "SYSTEMD_COLORS": "0",
+        }
+        proc = subprocess.run(
+            [str(analyze), "security", "--offline=true", "--no-pager", str(unit)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+    report = proc.stdout + proc.stderr
+    marker = "Overall exposure level for"
+    line = next((ln for ln in report.splitlines() if marker in ln), None)
+    if line is None:
+        raise RuntimeError(f"systemd-analyze security gave no score for {path}:\n{report}")
+    return float(line.split(":", 1)[1].split()[0]), report

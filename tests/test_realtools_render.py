@@ -23,7 +23,13 @@ from layoutgen.quoting import systemd_line
 from layoutgen.validate import validate_file
 
 from conftest import ROOT
-from realtools import quadlet_dryrun, shellcheck, systemd_argv, systemd_verify
+from realtools import (
+    quadlet_dryrun,
+    shellcheck,
+    systemd_argv,
+    systemd_security,
+    systemd_verify,
+)
 
 OUT = ROOT / "out"
 LAYOUTS = sorted((ROOT / "layouts").glob("*.yaml"))
@@ -103,3 +109,61 @@ WORDS = st.text(
 @given(st.lists(WORDS, min_size=1, max_size=6))
 def test_systemd_quoting_reads_back_as_the_same_argv(argv: list[str]) -> None:
     assert systemd_argv("/bin/x " + systemd_line(argv)) == ["/bin/x", *argv]
+
+
+def _native_units() -> list[tuple[str, str]]:
+    """Every systemd unit of a native server the example layouts render (in memory)."""
+    from layoutgen.render import render
+
+    units: list[tuple[str, str]] = []
+    for layout in LAYOUTS:
+        validated = validate_file(layout, f"layouts/{layout.name}")
+        for path, text in render(validated, f"layouts/{layout.name}").items():
+            if "/systemd/" in path and "ExecStart=/usr/bin/podman" not in text:
+                units.append((path, text))
+    return units
+
+
+NATIVE = _native_units()
+
+
+def test_examples_render_native_units_of_every_kind() -> None:
+    # CPU-only, GPU and rpc servers: what the sandbox varies by
+    assert any("PrivateDevices=yes" in t for _, t in NATIVE)
+    assert any("DevicePolicy=closed" in t for _, t in NATIVE)
+    assert any("/rpc-" in p for p, _ in NATIVE)
+
+
+@pytest.mark.parametrize(("path", "text"), NATIVE, ids=[p for p, _ in NATIVE])
+def test_native_units_are_sandboxed(path: str, text: str, tmp_path: Path) -> None:
+    """Issue 12: a native server never runs as root with the host open to it."""
+    unit = tmp_path / Path(path).name
+    unit.write_text(text)
+    exposure, report = systemd_security(unit)
+    assert exposure <= 4.9, report  # systemd's "OK"
+    assert "DynamicUser=yes" in text and "User=root" not in text
+    rc, stderr = systemd_verify([unit])
+    assert rc == 0 and not stderr, stderr
+
+
+def test_a_native_unit_with_capabilities_and_exposed_stays_ok(tmp_path: Path) -> None:
+    """The most open native unit a spec can ask for still scores "OK"."""
+    from layoutgen.render import render
+
+    text = (ROOT / "layouts" / "tower-2x5060ti.yaml").read_text()
+    text = text.replace(
+        "    port: 8080                       # assumed\n",
+        "    port: 8080\n    expose: true\n    capabilities: [SYS_NICE, IPC_LOCK, SYS_RESOURCE]\n",
+        1,
+    )
+    text = text.replace("profile: models/", f"profile: {ROOT}/layouts/models/")
+    spec = tmp_path / "open.yaml"
+    spec.write_text(text)
+    validated = validate_file(spec, "open.yaml")
+    (service,) = [t for p, t in render(validated, "open.yaml").items() if "/systemd/" in p]
+    assert "AmbientCapabilities=CAP_SYS_NICE CAP_IPC_LOCK CAP_SYS_RESOURCE" in service
+    assert "IPAddressDeny" not in service  # exposed: no loopback-only filter
+    unit = tmp_path / "open.service"
+    unit.write_text(service)
+    exposure, report = systemd_security(unit)
+    assert exposure <= 4.9, report

@@ -82,7 +82,7 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
             "glm": {"path": "/m/glm.gguf", "profile": str(GLM)},
             "coder": {"path": "/m/coder.gguf", "profile": str(CODER)},
         },
-        "runtimes": {"ik": {"kind": "ik_llama.cpp", "image": "ik:latest"}},
+        "runtimes": {"ik": {"kind": "ik_llama.cpp", "image": "localhost/ik:latest"}},
         "services": services,
     }
 

@@ -37,7 +37,13 @@ def test_podman_5_waits_for_healthy_through_notify() -> None:
 def test_podman_4_9_waits_with_a_readiness_probe_instead() -> None:
     unit = _with_podman("4.9")["compute/quadlet/grandpa.container"]
     assert "Notify=healthy" not in unit
-    assert "ExecStartPost=/bin/sh -c" in unit
+    (probe,) = [line for line in unit.splitlines() if line.startswith("ExecStartPost=")]
+    # curl alone waits (no shell reads any value): retrying refused connections
+    # and the 503 a loading llama-server answers, failing on anything else.
+    argv = probe.removeprefix("ExecStartPost=").split()
+    assert argv[:2] == ["/usr/bin/curl", "-fsS"]
+    assert "--retry-connrefused" in argv
+    assert argv[-1] == "http://127.0.0.1:8000/health"
 
 
 def test_podman_4_4_gets_newer_keys_through_podman_args() -> None:

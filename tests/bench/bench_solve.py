@@ -86,7 +86,7 @@ def spec() -> Spec:
                 "gpus": gpus,
             },
             "models": {"moe": {"path": "/m/moe.gguf", "profile": "moe.yaml"}},
-            "runtimes": {"ik": {"kind": "ik_llama.cpp", "image": "ik:latest"}},
+            "runtimes": {"ik": {"kind": "ik_llama.cpp", "image": "localhost/ik:latest"}},
             "services": services,
         }
     )
