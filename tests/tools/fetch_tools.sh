@@ -12,13 +12,13 @@
 #
 # Usage: tests/tools/fetch_tools.sh        (normally via `make tools`)
 # Cache: ${LAYOUTGEN_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/layoutgen/tools}
-# Knobs: LAYOUTGEN_DEBIAN_MIRROR (default http://deb.debian.org/debian),
+# Knobs: LAYOUTGEN_DEBIAN_MIRROR (default: the Debian archive the system's apt
+#        sources name, so no address is written here),
 #        LAYOUTGEN_PODMAN_DEB (exact trixie podman version; default: the
 #        archive's candidate, which must be upstream 5.4.x).
 set -euo pipefail
 
 TOOLS="${LAYOUTGEN_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/layoutgen/tools}"
-MIRROR="${LAYOUTGEN_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 KEYRING=/usr/share/keyrings/debian-archive-keyring.gpg
 PODMAN_UPSTREAM=5.4 # the quadlet version DESIGN.md targets
 ARCH="$(dpkg --print-architecture)"
@@ -28,6 +28,21 @@ die() {
 	log "error: $*"
 	exit 1
 }
+
+# The Debian archive this machine's apt already uses (deb822 .sources or the
+# one-line format), not its security archive.
+system_mirror() {
+	local uri
+	# shellcheck disable=SC2016 # $(REPO_URI) is apt's field syntax, not the shell's
+	uri=$(apt-get indextargets --format '$(REPO_URI)' 2>/dev/null | grep -v -- -security | head -n1 || true)
+	[ -n "$uri" ] || uri=$(sed -n 's/^URIs:[[:space:]]*\([^[:space:]]*\).*/\1/p' \
+		/etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v -- -security | head -n1 || true)
+	[ -n "$uri" ] || uri=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^[a-z]+:\/\//) { print $i; break } }' \
+		/etc/apt/sources.list 2>/dev/null | grep -v -- -security | head -n1 || true)
+	printf '%s' "${uri%/}"
+}
+MIRROR="${LAYOUTGEN_DEBIAN_MIRROR:-$(system_mirror)}"
+[ -n "$MIRROR" ] || die "no Debian archive in the system's apt sources; set LAYOUTGEN_DEBIAN_MIRROR"
 
 mkdir -p "$TOOLS/bin"
 
