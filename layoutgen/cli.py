@@ -133,18 +133,36 @@ def render(
     templates: Annotated[
         Path | None, typer.Option("--templates", help="use templates from this directory")
     ] = None,
+    forget: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--forget",
+            help="remove the files this spec generated (it was deleted or renamed)",
+            metavar="SPEC",
+        ),
+    ] = None,
+    lock_timeout: Annotated[
+        float,
+        typer.Option("--lock-timeout", help="seconds to wait for another render of the same out/"),
+    ] = 60.0,
 ) -> None:
-    """Render podman scripts, quadlet and systemd units, layout.md and plan.json per host."""
+    """Render podman scripts, quadlet and systemd units, layout.md and plan.json per host.
+
+    Each out/<host>/ is replaced whole (a killed render leaves the old tree or
+    the new one); files layoutgen did not generate, and files of other specs,
+    are kept.
+    """
     from layoutgen.errors import LayoutgenError
-    from layoutgen.outdir import plan_changes, unified_diff, write
+    from layoutgen.hostcheck import name_per_spec
     from layoutgen.render import render as render_files
     from layoutgen.validate import validate_files
 
-    if not specs:
+    if not specs and not forget:
         specs = sorted(Path("layouts").glob("*.yaml"))
         if not specs:
             print("error: no SPEC given and no layouts/*.yaml here", file=sys.stderr)
             raise typer.Exit(2)
+    specs = specs or []
     results = validate_files([(spec, str(spec)) for spec in specs])
     rendered: dict[str, dict[str, str]] = {}
     failed = False
@@ -159,6 +177,12 @@ def render(
         except LayoutgenError as exc:
             print(f"{result.name}: error: {exc}", file=sys.stderr)
             failed = True
+    hosts = {r.name: r.validated.spec.host.name for r in results if r.validated is not None}
+    try:
+        rendered = name_per_spec(rendered, hosts)
+    except LayoutgenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        failed = True
     owners: dict[str, str] = {}
     for name, files in rendered.items():
         for path in files:
@@ -172,23 +196,65 @@ def render(
             owners.setdefault(path, name)
     if failed:
         raise typer.Exit(1)
-    if check:
-        changes = plan_changes(out, rendered)
-        print(unified_diff(out, changes), end="")
-        print(f"{len(changes)} file(s) would change" if changes else "up to date", file=sys.stderr)
-        raise typer.Exit(2 if changes else 0)
+    what = " ".join(["layoutgen render", *(str(s) for s in specs)])
+    raise typer.Exit(_write_out(out, rendered, check, forget or [], lock_timeout, what))
+
+
+def _write_out(
+    out: Path,
+    rendered: dict[str, dict[str, str]],
+    check: bool,
+    forget: list[str],
+    lock_timeout: float,
+    what: str,
+) -> int:
+    """render's output half: write out/ (or compare it, for --check); the exit code."""
+    from layoutgen import outdir
+    from layoutgen.errors import LayoutgenError
+
     try:
-        changes = write(out, rendered)
+        if check:
+            outcome = outdir.check(out, rendered, forget=forget, lock_timeout=lock_timeout)
+        else:
+            outcome = outdir.apply(
+                out, rendered, forget=forget, lock_timeout=lock_timeout, what=what
+            )
+    except outdir.OwnershipError as exc:
+        for message in exc.messages:
+            print(message, file=sys.stderr)
+        return 1
+    except LayoutgenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except OSError as exc:
-        print(f"error: cannot write {out}: {exc.strerror}", file=sys.stderr)
-        raise typer.Exit(1) from None
-    total = sum(len(files) for files in rendered.values())
-    removed = sum(1 for c in changes if c.new is None)
-    print(
-        f"{out}: {len(changes) - removed} written, {total - len(changes) + removed} unchanged, "
-        f"{removed} removed",
-        file=sys.stderr,
-    )
+        verb = "read" if check else "write"
+        print(f"error: cannot {verb} {exc.filename or out}: {exc.strerror}", file=sys.stderr)
+        return 1
+    changes = outcome.changes
+    if check:
+        print(outdir.unified_diff(out, changes), end="")
+    for finding in outcome.findings:
+        if finding.kind != "manifest" or not changes:
+            print(finding.message(out, check), file=sys.stderr)
+    if not check:
+        total = sum(len(files) for files in rendered.values())
+        removed = sum(1 for c in changes if c.new is None)
+        print(
+            f"{out}: {len(changes) - removed} written, {total - len(changes) + removed} "
+            f"unchanged, {removed} removed",
+            file=sys.stderr,
+        )
+        return 0
+    kinds = [f.kind for f in outcome.findings]
+    lines = [f"{len(changes)} file(s) would change"] if changes else []
+    if kinds.count("leftover"):
+        lines.append(f"{_count(kinds.count('leftover'), 'leftover')} of interrupted renders")
+    if kinds.count("stray"):
+        lines.append(f"{_count(kinds.count('stray'), 'stray file')} in no manifest")
+    if not lines and "manifest" in kinds:
+        lines.append("the manifest would change")
+    print("\n".join(lines) if lines else "up to date", file=sys.stderr)
+    return 2 if lines else 0
 
 
 @app.command()
@@ -251,14 +317,20 @@ def calibrate(
         str | None,
         typer.Option("--service", help="the service the log is from (if the spec has several)"),
     ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="write the sizes even if the log shows another model, runtime or GPUs",
+        ),
+    ] = False,
 ) -> None:
     """Write the buffer sizes a start-up log printed into the spec's 'measured' block."""
     from layoutgen import calibrate as cal
     from layoutgen.errors import InvalidInput, LayoutgenError
-    from layoutgen.validate import validate_files
 
     try:
-        done = cal.calibrate(log, spec, service)
+        done = cal.calibrate(log, spec, service, force=force)
     except InvalidInput as exc:
         for diag in exc.diagnostics:
             print(diag.gcc(), file=sys.stderr)
@@ -266,6 +338,12 @@ def calibrate(
     except LayoutgenError as exc:
         print(f"{spec}: error: {exc}", file=sys.stderr)
         raise typer.Exit(1) from None
+    if done.overridden:
+        print(
+            f"{log}: warning: --force: calibrating service {done.service} although "
+            + "; ".join(done.overridden),
+            file=sys.stderr,
+        )
     print(
         f"{spec}: services.{done.service}.measured: {_count(len(done.entries), 'buffer')} "
         f"from {log}",
@@ -276,6 +354,8 @@ def calibrate(
         print(f"  {buf}: {sizes}", file=sys.stderr)
     # The sizes stay written even when the spec no longer validates: they are
     # what the runtime allocated, and the failure is what the user must see.
+    from layoutgen.validate import validate_files
+
     (result,) = validate_files([(spec, str(spec))])
     for diag in result.diagnostics:
         print(diag.gcc(), file=sys.stderr)

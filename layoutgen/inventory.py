@@ -6,29 +6,39 @@ flavour; where the flavours disagree on an id's size, the tensor's span in the
 file (up to the next tensor, or the end of the data) decides.  Every tensor
 must fit inside its file: a data region shorter than the header promises is a
 truncated file, reported by name.
+
+The header reader bounds every length and count (see
+:mod:`layoutgen.gguf_header`) and :func:`~layoutgen.hparams.normalise` every
+hyperparameter; here the names that reach the profile are checked too: the
+architecture is a plain name (``glm-dsa``), the model name has no control
+characters and every ``blk.N`` tensor lies below ``block_count``.
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 from pathlib import Path
+from typing import Any
 
 from layoutgen import quants
-from layoutgen.gguf_header import GGUFError, Header, read_model
+from layoutgen.gguf_header import GGUFError, Header, SkippedString, read_model
 from layoutgen.hparams import normalise
 from layoutgen.profile import ModelFile, Profile
 from layoutgen.tensors import Tensor, fold
 
+_ARCH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+_NAME_MAX = 256
+
 
 def inspect_model(path: Path) -> Profile:
     headers = read_model(path)
+    kv = headers[0].kv
+    arch = _arch(path, kv.get("general.architecture"))
+    hparams = normalise(arch, kv, str(headers[0].path))
     tensors: list[Tensor] = []
     for header in headers:
-        tensors.extend(_tensors(header))
-    kv = headers[0].kv
-    arch = str(kv.get("general.architecture", ""))
-    if not arch:
-        raise GGUFError(f"{path}: no general.architecture key; not a model file")
+        tensors.extend(_tensors(header, hparams.n_layer))
     names = ", ".join(h.path.name for h in headers)
     version = headers[0].version
     source = (
@@ -36,21 +46,52 @@ def inspect_model(path: Path) -> Profile:
         "ggml type sizes, layoutgen/quants.py)\n"
     )
     return Profile(
-        name=str(kv.get("general.name") or path.name.removesuffix(".gguf")),
+        name=_name(headers[0].path, kv.get("general.name")) or path.name.removesuffix(".gguf"),
         arch=arch,
         source=source,
-        hparams=normalise(arch, kv),
+        hparams=hparams,
         entries=tuple(fold(tensors)),
         files=tuple(ModelFile(h.path.name, h.file_size) for h in headers),
     )
 
 
-def _tensors(header: Header) -> list[Tensor]:
+def _arch(path: Path, value: Any) -> str:
+    if value is None or value == "":
+        raise GGUFError(f"{path}: no general.architecture key; not a model file")
+    if not isinstance(value, str) or not _ARCH.match(value):
+        shown = repr(value) if isinstance(value, str | int | float) else type(value).__name__
+        if isinstance(value, SkippedString):
+            shown = f"a string of {value.length} bytes"
+        raise GGUFError(
+            f"{path}: general.architecture {shown[:70]} is not an architecture name "
+            "(letters, digits, '-', '_' or '.', e.g. llama or glm-dsa)"
+        )
+    return value
+
+
+def _name(path: Path, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > _NAME_MAX or not value.isprintable():
+        raise GGUFError(
+            f"{path}: general.name is not a model name (a string of at most {_NAME_MAX} "
+            "printable characters)"
+        )
+    return value
+
+
+def _tensors(header: Header, n_layer: int) -> list[Tensor]:
     data_size = header.file_size - header.data_offset
     order = sorted(header.tensors, key=lambda t: t.offset)
     span_end = {t.name: nxt.offset for t, nxt in itertools.pairwise(order)}
     out = []
     for info in header.tensors:
+        tensor = Tensor(info.name, "", info.shape, 0)
+        if tensor.layer is not None and tensor.layer >= n_layer:
+            raise GGUFError(
+                f"{header.path}: tensor {info.name!r} is in layer {tensor.layer}, but the "
+                f"model has {n_layer} (block_count)"
+            )
         span = span_end.get(info.name, data_size) - info.offset
         qtype = _resolve(info.type_id, info.shape, span, header, info.name)
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from layoutgen import source
 from layoutgen.checks import check
@@ -48,7 +48,6 @@ def validate_document(doc: source.Document) -> Validated:
     profiles, profile_problems, elsewhere = _profiles(spec, doc)
     problems = [
         *check(spec, services),
-        *_paths(spec),
         *profile_problems,
         *check_models(spec, services, profiles),
     ]
@@ -65,33 +64,6 @@ def validate_document(doc: source.Document) -> Validated:
     ]
     warnings = tuple(sorted(diagnostics + located))
     return Validated(doc, spec, services, profiles, warnings, plan)
-
-
-def _paths(spec: Spec) -> list[Problem]:
-    """Host paths (model files, native binaries) must be absolute."""
-    problems: list[Problem] = []
-    for mid in sorted(spec.models):
-        path = spec.models[mid].path
-        if not PurePosixPath(path).is_absolute():
-            problems.append(
-                Problem(
-                    ("models", mid, "path"),
-                    f"models.{mid}.path: {path!r} is "
-                    "not absolute; write the full path of the GGUF on the host",
-                )
-            )
-    for rid in sorted(spec.runtimes):
-        binary = spec.runtimes[rid].binary
-        if binary is not None and not PurePosixPath(binary).is_absolute():
-            problems.append(
-                Problem(
-                    ("runtimes", rid, "binary"),
-                    f"runtimes.{rid}.binary: "
-                    f"{binary!r} is not absolute; write the full path of the "
-                    "server binary on the host",
-                )
-            )
-    return problems
 
 
 def _profiles(
@@ -158,7 +130,12 @@ def is_profile(doc: source.Document) -> bool:
 
 
 def validate_files(paths: list[tuple[Path, str]]) -> list[FileResult]:
-    """Validate several specs; specs describing the same host share its ports."""
+    """Validate several specs; specs describing the same host are checked together.
+
+    They share its ports, its GPUs (by NVML index) and its RAM
+    (:mod:`layoutgen.hostcheck`); a spec that does not fit beside the others
+    is invalid, with the diagnostics located in it.
+    """
     results: list[FileResult] = []
     for path, name in paths:
         try:
@@ -176,30 +153,14 @@ def validate_files(paths: list[tuple[Path, str]]) -> list[FileResult]:
 
 
 def _shared_hosts(results: list[FileResult]) -> list[FileResult]:
-    owner: dict[tuple[str, int], tuple[str, str]] = {}
+    from layoutgen.hostcheck import check_together
+
+    found = check_together([(r.name, r.validated) for r in results if r.validated is not None])
     out: list[FileResult] = []
     for result in results:
-        v = result.validated
-        if v is None:
-            out.append(result)
-            continue
-        clashes: list[Diagnostic] = []
-        for name in sorted(v.spec.services):
-            key = (v.spec.host.name, v.spec.services[name].port)
-            if key in owner and owner[key][0] != result.name:
-                other_file, other = owner[key]
-                clashes.append(
-                    v.doc.diagnostic(
-                        Problem(
-                            ("services", name, "port"),
-                            f"services.{name}.port: port {key[1]} is already used by service "
-                            f"{other!r} of host {key[0]!r} in {other_file}",
-                        )
-                    )
-                )
-            owner.setdefault(key, (result.name, name))
-        if clashes:
-            out.append(FileResult(result.name, None, tuple(sorted([*clashes, *v.warnings]))))
+        if result.validated is not None and result.name in found:
+            diagnostics = tuple(sorted([*found[result.name], *result.validated.warnings]))
+            out.append(FileResult(result.name, None, diagnostics))
         else:
             out.append(result)
     return out

@@ -338,10 +338,30 @@ def test_sizes_that_do_not_fit_are_written_and_reported(tmp_path: Path) -> None:
     )
 
 
-def test_a_buffer_the_plan_does_not_have_draws_a_warning(tmp_path: Path) -> None:
+def test_a_log_of_other_gpus_is_refused_and_force_writes_it_with_a_warning(
+    tmp_path: Path,
+) -> None:
     spec = copy_spec(tmp_path, "glm51.yaml")
-    result = run_cli(["calibrate", str(LOG_2GPU), str(spec), "--service", "grandpa-1gpu"])
+    before = spec.read_bytes()
+    args = ["calibrate", str(LOG_2GPU), str(spec), "--service", "grandpa-1gpu"]
+    result = run_cli(args)
+    differences = (
+        "log says 2 CUDA devices (line 4), service grandpa-1gpu uses 1 (gpu1); log has GPU "
+        "buffer CUDA1 (line 18), service grandpa-1gpu's GPU buffers are CUDA0"
+    )
+    assert (result.code, result.stderr) == (
+        1,
+        f"{LOG_2GPU}: error: the log is not from a start-up of service grandpa-1gpu: "
+        f"{differences}; calibrate the service it is from (--service NAME), or pass --force "
+        "to write its sizes anyway\n",
+    )
+    assert spec.read_bytes() == before
+    result = run_cli([*args, "--force"])
     assert result.code == 0
+    assert result.stderr.startswith(
+        f"{LOG_2GPU}: warning: --force: calibrating service grandpa-1gpu although "
+        f"{differences}\n{spec}: services.grandpa-1gpu.measured: 3 buffers from {LOG_2GPU}\n"
+    )
     assert result.stderr.endswith(
         f"{spec}: warning: services.grandpa-1gpu: the plan has no buffer CUDA1, so its measured "
         "sizes are not used; is the log from another layout of this service?\n"

@@ -99,14 +99,16 @@ def test_console_script_runs(tmp_path: Path) -> None:
 
 def test_specs_of_one_host_share_its_ports(tmp_path: Path) -> None:
     first = write(tmp_path, name="a.yaml")
-    # The same host, another file, a different service on a port already taken.
-    second = write(
-        tmp_path, VALID.replace("worker0:", "worker9:").replace("8000", "8100"), "b.yaml"
-    )
+    # The same host, another file, a different service on a port already taken
+    # (on gpu1, so that the two specs fit the host together).
+    head, _, services = VALID.partition("  grandpa:\n")
+    worker = services.partition("  worker0:\n")[2].replace("gpus: [gpu0]", "gpus: [gpu1]")
+    text = head + "  worker9:\n" + worker
+    second = write(tmp_path, text, "b.yaml")
     result = run_cli(["validate", str(first), str(second)])
     assert result.code == 1
     assert result.stdout == (
-        f"{second}:{line_of(VALID, 'port: 8001')}:11: error: services.worker9.port: "
+        f"{second}:{line_of(text, 'port: 8001')}:11: error: services.worker9.port: "
         "port 8001 is already used by service "
         f"'worker0' of host 'compute' in {first}\n"
     )

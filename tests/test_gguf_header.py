@@ -56,8 +56,18 @@ def test_version_1_is_refused(tmp_path: Path) -> None:
 
 def test_truncated_header(tmp_path: Path) -> None:
     (path,) = _model(tmp_path)
-    os.truncate(path, 40)
-    with pytest.raises(GGUFError, match=r"m\.gguf: truncated GGUF header \(file ends at byte 40\)"):
+    os.truncate(path, 300)
+    with pytest.raises(
+        GGUFError,
+        match=r"m\.gguf: truncated GGUF header \(file ends at byte 300\) in tensor 'blk\.3\.w'$",
+    ):
+        read_header(path)
+    os.truncate(path, 40)  # the counts promise more than the 24 bytes left
+    with pytest.raises(
+        GGUFError,
+        match=r"m\.gguf: truncated or corrupt GGUF header: the header says 4 tensors, more "
+        r"than the rest of the file can hold \(24 bytes, at least 33 per item\)$",
+    ):
         read_header(path)
 
 
