@@ -16,7 +16,7 @@ hostile file within a few MB of memory and well under a second:
 
 - regular files only: a FIFO, a device (``/dev/zero``) or a directory is
   refused after ``stat``, and the file is opened with ``O_NONBLOCK`` and
-  checked again, so that nothing can block a read;
+  checked again, so that nothing can block a read (:mod:`layoutgen.inputs`);
 - at most 65,536 key/values and 65,536 tensors per file (real models have
   ~50 keys and a few thousand tensors: GLM-5.1 ~1,800; Snowflake Arctic with
   per-expert tensors ~13,500); each also needs its minimum encoded size in
@@ -38,13 +38,13 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from layoutgen.errors import LayoutgenError
+from layoutgen.inputs import NotRegularFile, open_regular
 
 MAGIC = b"GGUF"
 _CHUNK = 1 << 20
@@ -78,24 +78,10 @@ _SCALARS = {
 _U64 = struct.Struct("<Q")
 _SPLIT = re.compile(r"^(?P<stem>.*)-(?P<no>[0-9]{5})-of-(?P<count>[0-9]{5})\.gguf$")
 _PRINTABLE = re.compile(rb"^[\x21-\x7e]+$")
-_KINDS = (
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
 
 
 class GGUFError(LayoutgenError):
     """A GGUF file (or set of shards) that cannot be read as a model."""
-
-
-class NotRegularFile(OSError):
-    """A path that is not a regular file; ``kind`` says what it is instead."""
-
-    def __init__(self, kind: str) -> None:
-        super().__init__(kind)
-        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -129,31 +115,6 @@ class Header:
     alignment: int
     data_offset: int
     file_size: int
-
-
-def open_regular(path: Path) -> BinaryIO:
-    """``path`` opened for reading, if it is a regular file; else :class:`NotRegularFile`.
-
-    ``stat`` first, so that a FIFO or a device is never opened; the open is
-    non-blocking and checked again with ``fstat``, so that a path swapped for
-    a FIFO in between cannot block either.  Other errors are ``OSError``.
-    """
-    _check_regular(os.stat(path).st_mode)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    try:
-        _check_regular(os.fstat(fd).st_mode)
-    except BaseException:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, "rb")
-
-
-def _check_regular(mode: int) -> None:
-    if stat.S_ISREG(mode):
-        return
-    if stat.S_ISDIR(mode):
-        raise IsADirectoryError("a directory")
-    raise NotRegularFile(next((kind for test, kind in _KINDS if test(mode)), "not a file"))
 
 
 class _Cursor:
