@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: render test lint typecheck bench schema clean tools runtime oracle-report
+.PHONY: render test lint typecheck bench schema clean tools runtime oracle-report fuzz injection kills sweeps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,19 @@ runtime: $(STAMP)
 
 test: $(STAMP) lint typecheck tools runtime
 	$(BIN)/pytest -q
+
+# The long hostile-input sweeps (issue 12), each outside CI's time budget;
+# `make test` runs a small seeded sample of each.
+fuzz: $(STAMP)
+	LAYOUTGEN_FUZZ_CASES=10000 $(BIN)/pytest -q -p no:cacheprovider tests/test_fuzz.py
+
+injection: $(STAMP) tools
+	LAYOUTGEN_INJECTION=all $(BIN)/pytest -q -p no:cacheprovider tests/test_injection.py
+
+kills: $(STAMP)
+	LAYOUTGEN_KILLS=100 LAYOUTGEN_KILLS_REPORT=/dev/stderr $(BIN)/pytest -q -s -p no:cacheprovider tests/test_outdir_kill.py -k killed
+
+sweeps: fuzz injection kills
 
 bench: $(STAMP)
 	$(BIN)/python tests/bench/run.py

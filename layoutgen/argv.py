@@ -24,6 +24,30 @@ MODELS_DIR = PurePosixPath("/models")
 API_KEY_PATH = "/run/secrets/api-key"
 
 
+def flash_attn_arg(rs: ResolvedService) -> str | None:
+    """The value of the last ``-fa``/``--flash-attn`` in passthrough args, if any."""
+    value = None
+    args = rs.service.args
+    for i, arg in enumerate(args):
+        if arg in ("-fa", "--flash-attn") and i + 1 < len(args):
+            value = args[i + 1]
+    return value
+
+
+def flash_attn(rs: ResolvedService) -> bool:
+    """Whether the server runs with flash attention: the one answer argv and sizing share.
+
+    The user's ``-fa`` decides (``auto`` counts as on: both runtimes enable
+    it where the backend supports it, and llama.cpp does for a quantized V
+    cache); otherwise layoutgen renders ``-fa on`` with GPUs and ``-fa off``
+    on the CPU alone.
+    """
+    value = flash_attn_arg(rs)
+    if value is None:
+        return bool(rs.gpus)
+    return value not in ("off", "0", "false")
+
+
 def model_path(spec: Spec, rs: ResolvedService) -> str:
     """Where the server finds the GGUF: under /models/<id>/ in a container, else on the host."""
     runtime = spec.runtimes[rs.service.runtime]
@@ -55,8 +79,8 @@ def server_argv(
         argv += ["-sm", "layer", "-ts", ",".join(str(s) for s in shares)]
     if kind == "llama.cpp":
         argv += ["-fit", "off"]
-    if "-fa" not in svc.args and "--flash-attn" not in svc.args:
-        argv += ["-fa", "on" if rs.gpus else "off"]
+    if flash_attn_arg(rs) is None:
+        argv += ["-fa", "on" if flash_attn(rs) else "off"]
     argv += _experts(rs, plan)
     if rs.mlock:
         # llama.cpp replaced --mlock/--no-mmap with -lm/--load-mode (mlock: read into

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from layoutgen import compute
+from layoutgen.argv import flash_attn
 from layoutgen.kvcache import KVSettings, device_bytes, layer_caches
 from layoutgen.placement import (
     expert_activations,
@@ -89,7 +90,6 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
     runtime = spec.runtimes[rs.service.runtime].kind
     args = rs.service.args
     mla = _flag(args, "-mla", "--mla-use")
-    fa = _flag(args, "-fa", "--flash-attn")
     kv = KVSettings(
         runtime="ik_llama.cpp" if runtime == "ik_llama.cpp" else "llama.cpp",
         ctx=rs.service.ctx,
@@ -97,7 +97,7 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         ubatch=rs.ubatch,
         cache_type_k=rs.cache_type_k,
         cache_type_v=rs.cache_type_v,
-        flash_attn=fa not in ("off", "0", "false"),
+        flash_attn=flash_attn(rs),
         mla=int(mla) if mla is not None and mla.isdigit() else None,
         swa_full="--swa-full" in args,
     )

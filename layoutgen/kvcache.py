@@ -162,6 +162,19 @@ def _state(hp: HParams, s: KVSettings, il: int, rows: int) -> LayerCache:
     return LayerCache(il, "recurrent", (CacheTensor("s", f32, n_s, rows),))
 
 
+def v_cache_needs_flash_attn(runtime: str, cache_type_v: str) -> bool:
+    """Whether the runtime refuses this V cache type without flash attention.
+
+    llama.cpp refuses any quantized V cache (``ggml_is_quantized``: a block
+    type) when flash attention is disabled (llama-context.cpp, build 11434:
+    "quantized V cache requires flash_attn to be enabled"); ik_llama.cpp
+    accepts only f16 and bf16 without it.
+    """
+    if runtime == "ik_llama.cpp":
+        return by_name(cache_type_v, "ik").name not in ("f16", "bf16")
+    return by_name(cache_type_v, "mainline").block_size > 1
+
+
 def layer_caches(hp: HParams, s: KVSettings, *, arch: str = "") -> tuple[LayerCache, ...]:
     """Every cache tensor the runtime allocates, by layer, in layer order.
 
@@ -170,7 +183,8 @@ def layer_caches(hp: HParams, s: KVSettings, *, arch: str = "") -> tuple[LayerCa
     flavour: Literal["mainline", "ik"] = "ik" if _ik(s) else "mainline"
     tk, tv = by_name(s.cache_type_k, flavour), by_name(s.cache_type_v, flavour)
     ik = _ik(s)
-    if not s.flash_attn and (tv.name not in ("f16", "bf16") if ik else tv.block_size > 1):
+    if not s.flash_attn and v_cache_needs_flash_attn(s.runtime, s.cache_type_v):
+        # validate refuses such a service first (models.check_models): a bug if reached
         raise ValueError(f"{s.runtime} refuses a {tv.name} V cache without flash attention")
     n_st = streams(s)
     full, ring = cells(hp, s, swa=False), cells(hp, s, swa=True)

@@ -12,7 +12,9 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 
 from layoutgen import quants
+from layoutgen.argv import flash_attn, flash_attn_arg
 from layoutgen.errors import Problem, Severity
+from layoutgen.kvcache import v_cache_needs_flash_attn
 from layoutgen.profile import Profile
 from layoutgen.roles import ResolvedService
 from layoutgen.spec import ExpertsExplicit, ExpertsNCpuMoe, Spec
@@ -87,6 +89,8 @@ def _service(
             f"routed experts, so 'experts: {experts.mode}' has no effect",
             Severity.WARNING,
         )
+    if runtime is not None:
+        yield from _cache_types(rs, runtime.kind, profile)
     trained = profile.hparams.n_ctx_train
     per_slot = rs.service.ctx // rs.parallel
     if trained and per_slot > trained:
@@ -96,6 +100,33 @@ def _service(
             f"the {trained} model {mid!r} was trained for; quality may drop unless "
             "the runtime extends context (RoPE scaling)",
             Severity.WARNING,
+        )
+
+
+def _cache_types(rs: ResolvedService, runtime: str, profile: Profile) -> Iterator[Problem]:
+    """Cache types the runtime refuses at start-up, found before anything is sized."""
+    name, k, v = rs.name, rs.cache_type_k, rs.cache_type_v
+    where = ("services", name, "cache_type_v")
+    if runtime == "llama.cpp" and profile.hparams.kv_lora_rank and k != v:
+        # llama-context.cpp (build 11434): "model does not support different K
+        # (%s) and V (%s) cache types" for every MLA model
+        yield Problem(
+            where,
+            f"services.{name}.cache_type_v: llama.cpp refuses different K ({k}) and V ({v}) "
+            f"cache types for an MLA model ({profile.arch}); write cache_type_v: {k}",
+        )
+    if not flash_attn(rs) and v_cache_needs_flash_attn(runtime, v):
+        told = flash_attn_arg(rs) is not None
+        why = (
+            "its args turn flash attention off"
+            if told
+            else "it runs on the CPU alone, where layoutgen renders -fa off"
+        )
+        yield Problem(
+            where,
+            f"services.{name}.cache_type_v: {runtime} refuses a {v} V cache without flash "
+            f"attention, and {why}; write cache_type_v: f16, or "
+            + ("'-fa', 'on' in args" if told else "add '-fa', 'on' to args"),
         )
 
 

@@ -103,9 +103,9 @@ def test_host_ram_is_summed_over_the_specs_of_a_host(tmp_path: Path) -> None:
     assert result.code == 1
     assert result.stdout == (
         f"{d}:5:8: error: host.ram: the RAM of host 'lab' is shared by 2 specs and does not "
-        "fit them: needs 57,440 MiB, has 49,152 MiB - reserve 4,096 MiB = 45,056 MiB, short "
-        f"by 12,384 MiB; {c} 38,293 MiB (chat 19,147 MiB, code 19,147 MiB); {d} 19,147 MiB "
-        "(night 19,147 MiB). Run fewer or smaller services in one of the specs\n"
+        "fit them: needs 57,572 MiB, has 49,152 MiB - reserve 4,096 MiB = 45,056 MiB, short "
+        f"by 12,516 MiB; {c} 38,381 MiB (chat 19,191 MiB, code 19,191 MiB); {d} 19,191 MiB "
+        "(night 19,191 MiB). Run fewer or smaller services in one of the specs\n"
     )
     bigger = write(tmp_path, lab({"chat": 8080, "code": 8081}, ram="64GiB"), "c.yaml")
     d = write(tmp_path, lab({"night": 8090}, ram="64GiB"), "d.yaml")

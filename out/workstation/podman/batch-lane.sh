@@ -24,9 +24,9 @@ exec podman run \
   -ub 512 \
   -t 12 \
   -ngl 0 \
-  -fa off \
   --mlock \
   --host 0.0.0.0 \
   --port 8001 \
   --jinja \
-  --alias qwen3.5-397b
+  --alias qwen3.5-397b \
+  -fa on
