@@ -22,6 +22,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import unicodedata
+from collections.abc import Callable
 from pathlib import PurePosixPath
 
 #: Unicode categories refused in any spec string: control characters (newline,
@@ -192,31 +193,29 @@ def endpoint(value: str) -> str:
     return value
 
 
-def secret(value: str) -> str:
-    if not SECRET.fullmatch(value):
-        raise ValueError(
-            f"{_clip(value)} is not a podman secret name; use letters, digits, '_', '.' "
-            "and '-', starting with a letter or digit"
-        )
-    return value
+def _matching(pattern: re.Pattern[str], what: str) -> Callable[[str], str]:
+    """A validator: the whole value matches ``pattern``, else "... is not {what}"."""
+
+    def check(value: str) -> str:
+        if not pattern.fullmatch(value):
+            raise ValueError(f"{_clip(value)} is not {what}")
+        return value
+
+    return check
 
 
-def device(value: str) -> str:
-    if not DEVICE.fullmatch(value):
-        raise ValueError(
-            f"{_clip(value)} is not a backend device name; write it as llama.cpp names it, "
-            "e.g. CUDA0 or CPU"
-        )
-    return value
-
-
-def buffer(value: str) -> str:
-    if not BUFFER.fullmatch(value):
-        raise ValueError(
-            f"{_clip(value)} is not a buffer name; write it as the runtime's log prints it, "
-            "e.g. CUDA0, CUDA_Host or RPC0[127.0.0.1:50052]"
-        )
-    return value
+secret = _matching(
+    SECRET,
+    "a podman secret name; use letters, digits, '_', '.' and '-', starting with a letter or digit",
+)
+device = _matching(
+    DEVICE, "a backend device name; write it as llama.cpp names it, e.g. CUDA0 or CPU"
+)
+buffer = _matching(
+    BUFFER,
+    "a buffer name; write it as the runtime's log prints it, e.g. CUDA0, CUDA_Host or "
+    "RPC0[127.0.0.1:50052]",
+)
 
 
 def _char(ch: str) -> str:
