@@ -12,11 +12,18 @@ notation).
 Checks beyond the schema: every entry's bytes equal what its type and shape
 give (where layoutgen knows the type; an unknown type's bytes are taken as
 written), no tensor is listed twice after unfolding, and layer numbers stay
-below ``n_layer``.  Problems are located as ``file:line:col``.
+below ``n_layer``.  Numbers stay within what a model can have (``_BOUNDS``,
+the same bounds ``layoutgen inspect`` applies to GGUF headers), layer sets are
+measured before they are unfolded, and a profile that is otherwise consistent
+must carry the hyperparameters the memory model needs (heads and K/V sizes for
+attention, state sizes for recurrent layers): without them a KV cache would be
+estimated as zero, and an estimate may be high but never low.  Problems are
+located as ``file:line:col``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +35,28 @@ from layoutgen import quants, source
 from layoutgen.errors import InvalidInput, Problem
 from layoutgen.tensors import Folded, LayerSetError, Tensor, expand_name, fold, parse_layers
 
+#: The deepest GGUF models have ~130 blocks; per-layer loops run up to this.
+MAX_LAYERS = 4096
+#: Tensors after unfolding: GLM-5.1 has 1809; every one is visited per candidate layout.
+MAX_TENSORS = 100_000
+_WIDTH = (1 << 24) - 1  # embeddings (16,384 wide) and vocabularies (262,144) are the largest
+_MANY = 1 << 16  # heads, experts
+_TOKENS = 1 << 30  # contexts and windows
+#: hparams field -> highest value it can mean (lowest is 0, n_layer's 1); a per-layer
+#: list is bounded item by item.  Layer counts are bounded again by n_layer.
+_BOUNDS = {
+    "n_layer": MAX_LAYERS,
+    **dict.fromkeys(("n_head", "n_head_kv", "n_expert", "n_expert_used"), _MANY),
+    "n_expert_shared": _MANY,
+    **dict.fromkeys(("leading_dense", "nextn_layers", "shared_kv_layers"), MAX_LAYERS),
+    **dict.fromkeys(("sliding_window", "n_ctx_train"), _TOKENS),
+}
+_LAYER_NUMBER = re.compile(r"[0-9]+")
+_LAYER_RANGE = re.compile(r"([0-9]+)\s*(?:\.\.\s*([0-9]+))?")
+#: Projections whose outputs a KV cache holds (GQA K/V, fused QKV, MLA's compressed KV).
+_KV_WEIGHT = re.compile(r"\.attn_(k|v|qkv|kv_a_mqa|kv_b|k_b|v_b)\.weight$")
+_DELTANET_ARCHS = {"qwen3next", "qwen35", "qwen35moe"}
+
 SCHEMA_VERSION = 1
 SCHEMA_COMMENT = "# yaml-language-server: $schema=../schema/profile.schema.json"
 
@@ -36,6 +65,9 @@ __all__ = ["Folded", "HParams", "Profile", "Tensor", "dump_profile", "fold", "lo
 
 def _layer_list(value: object) -> object:
     if isinstance(value, str):
+        beyond = _beyond(value, MAX_LAYERS)
+        if beyond is not None:  # refused before '0..999999999' is unfolded
+            raise ValueError(f"layer {beyond} is beyond any model (at most {MAX_LAYERS} layers)")
         try:
             return parse_layers(value)
         except LayerSetError as exc:
@@ -179,7 +211,7 @@ def profile_from_document(doc: source.Document) -> Profile:
         ProfileSchema,
         "a profile is a mapping with keys schema, name, arch, source, hparams and tensors",
     )
-    problems = check(parsed)
+    problems = check(parsed) or required(parsed)
     if problems:
         raise InvalidInput([doc.diagnostic(p) for p in problems])
     return Profile(
@@ -194,11 +226,26 @@ def profile_from_document(doc: source.Document) -> Profile:
 
 def check(parsed: ProfileSchema) -> list[Problem]:
     """Semantic checks on a schema-valid profile, located by spec path."""
-    problems: list[Problem] = []
+    problems = _check_bounds(parsed.hparams)
     n_layer = parsed.hparams.n_layer
     seen: dict[str, int] = {}
+    total = 0
     for i, entry in enumerate(parsed.tensors):
         at = ("tensors", i)
+        beyond = _beyond(_layer_set(entry.name), n_layer - 1)
+        if beyond is not None:  # measured before unfolding: blk.{0..999999999} is refused
+            problems.append(Problem((*at, "name"), _beyond_n_layer(i, beyond, n_layer)))
+            continue
+        total += _count(entry.name)
+        if total > MAX_TENSORS:
+            problems.append(
+                Problem(
+                    (*at, "name"),
+                    f"tensors[{i}].name: more than {MAX_TENSORS} tensors once unfolded "
+                    "(the largest models have about 2000); check the layer sets",
+                )
+            )
+            return problems
         try:
             names = expand_name(entry.name)
         except LayerSetError as exc:
@@ -218,16 +265,101 @@ def check(parsed: ProfileSchema) -> list[Problem]:
                 break
         layer = Tensor(names[-1], "", (), 0).layer
         if layer is not None and layer >= n_layer:
-            problems.append(
-                Problem(
-                    (*at, "name"),
-                    f"tensors[{i}].name: layer {layer} is "
-                    f"beyond hparams.n_layer {n_layer} (blk.0 .. "
-                    f"blk.{n_layer - 1})",
-                )
-            )
+            problems.append(Problem((*at, "name"), _beyond_n_layer(i, layer, n_layer)))
     problems.extend(_check_hparams(parsed.hparams))
     return problems
+
+
+def _beyond_n_layer(i: int, layer: int, n_layer: int) -> str:
+    return (
+        f"tensors[{i}].name: layer {layer} is beyond hparams.n_layer {n_layer} "
+        f"(blk.0 .. blk.{n_layer - 1})"
+    )
+
+
+def _beyond(text: str, highest: int) -> int | None:
+    """The first number in ``text`` above ``highest`` (digits compared before converting)."""
+    for m in _LAYER_NUMBER.finditer(text):
+        digits = m.group().lstrip("0") or "0"
+        if len(digits) > 6 or int(digits) > highest:
+            return int(digits) if len(digits) <= 40 else highest + 1
+    return None
+
+
+def _layer_set(name: str) -> str:
+    """What is inside the braces of a folded name (``""`` for a plain name)."""
+    start = name.find("{")
+    return "" if start < 0 else name[start + 1 : name.find("}", start)]
+
+
+def _count(name: str) -> int:
+    """Tensors a folded name stands for, without unfolding it (its numbers are bounded)."""
+    total = 0
+    for m in _LAYER_RANGE.finditer(_layer_set(name)):
+        a, b = int(m.group(1)), int(m.group(2) or m.group(1))
+        total += max(b - a + 1, 1)
+    return max(total, 1)
+
+
+def _check_bounds(hp: HParams) -> list[Problem]:
+    """Numbers beyond what any model has: refused before later stages loop over them."""
+    problems: list[Problem] = []
+    for key, value in hp:
+        if value is None or key in ("swa_layers", "recurrent_layers"):
+            continue
+        highest = _BOUNDS.get(key, _WIDTH)
+        items = value if isinstance(value, tuple) else (value,)  # a list's length: n_layer's
+        too_big = [v for v in items if v > highest]
+        if too_big:
+            problems.append(
+                Problem(
+                    ("hparams", key),
+                    f"hparams.{key}: {too_big[0]} is more than any model has (at most {highest}); "
+                    "write the value from the GGUF",
+                )
+            )
+    return problems
+
+
+def required(parsed: ProfileSchema) -> list[Problem]:
+    """Hyperparameters the memory model needs, given the K/V and state tensors listed.
+
+    Checked once the profile is otherwise consistent: a missing one would
+    make a KV cache or recurrent state count as zero bytes.
+    """
+    hp, arch = parsed.hparams, parsed.arch
+    recurrent = set(hp.recurrent_layers or ())
+    missing: list[tuple[list[str], str]] = []
+    attention = any(_KV_WEIGHT.search(t.name) for t in parsed.tensors)
+    if attention and len(recurrent) < hp.n_layer:
+        heads = hp.n_head if isinstance(hp.n_head, tuple) else (hp.n_head or 0,)
+        if not any(heads):
+            missing.append((["n_head"], f"the attention heads ({arch}.attention.head_count)"))
+        if hp.kv_lora_rank:
+            if hp.rope_dim is None:
+                why = f"the rope part of MLA's cached K ({arch}.rope.dimension_count)"
+                missing.append((["rope_dim"], why))
+        elif not hp.key_length and not hp.n_embd:
+            why = (
+                f"the K head size ({arch}.attention.key_length), or n_embd to derive it "
+                "as n_embd / n_head"
+            )
+            missing.append((["key_length"], why))
+    if recurrent:
+        state = ["ssm_conv_kernel", "ssm_state_size", "ssm_inner_size"]
+        if arch in _DELTANET_ARCHS:
+            state += ["ssm_group_count", "ssm_time_step_rank"]
+        absent = [key for key in state if not getattr(hp, key)]
+        if absent:
+            missing.append((absent, f"the recurrent state sizes ({arch}.ssm.*)"))
+    return [
+        Problem(
+            ("hparams", keys[0]),
+            f"hparams: missing {', '.join(repr(k) for k in keys)}: {why}, which the memory "
+            "model needs; write " + ("it" if len(keys) == 1 else "them") + " from the GGUF",
+        )
+        for keys, why in missing
+    ]
 
 
 def _check_bytes(i: int, entry: TensorEntry) -> list[Problem]:

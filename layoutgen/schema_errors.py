@@ -96,7 +96,7 @@ def _problem(err: ErrorDetails, data: Any, root: type[BaseModel]) -> Problem:
         key = str(loc[-1])
         alias = ALIASES.get(key.lower())
         hint = f"; did you mean {alias!r}?" if alias in known else _suggest(key, known)
-        return Problem(path, f"{_owner(path)}: unknown key {key!r}{hint}", at_key=True)
+        return Problem(path, f"{_owner(path)}: unknown key {_short(key)!r}{hint}", at_key=True)
     return Problem(path, f"{where}: {_message(err)}", at_key=at_key)
 
 
@@ -137,7 +137,7 @@ def _message(err: ErrorDetails) -> str:
     if kind in ("bool_parsing", "bool_type"):
         return f"expected true or false, got {got}"
     if kind == "string_type":
-        return f"expected a string, got {got}; quote it: '{value}'"
+        return f"expected a string, got {got}; quote it: '{_short(str(value))}'"
     if kind in ("dict_type", "model_type", "model_attributes_type"):
         return f"expected a mapping of keys to values, got {got}"
     if kind in ("list_type", "tuple_type"):
@@ -177,11 +177,19 @@ def _got(value: Any) -> str:
         return "a list"
     if value is None:
         return "nothing (null)"
-    return repr(value)
+    if isinstance(value, str):
+        return repr(_short(value))
+    return _short(repr(value))
+
+
+def _short(text: str, limit: int = 80) -> str:
+    """At most ``limit`` characters of a value: a message stays one readable line."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _suggest(word: str, options: list[str]) -> str:
-    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    # difflib is quadratic in the word's length; no key or option is longer than 64.
+    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6) if len(word) <= 64 else []
     if close:
         return f"; did you mean {close[0]!r}?"
     if options and len(options) <= 30:

@@ -4,7 +4,9 @@ Binary units (KiB, MiB, GiB, TiB) are powers of 1024 and decimal units (KB,
 MB, GB, TB) powers of 1000, as in the IEC/SI standards; ``nvidia-smi`` and
 llama.cpp logs print MiB, disk vendors print GB.  A bare ``96G`` is refused
 because it is ambiguous: the error says which forms are accepted.  Fractions
-are allowed (a log's ``5418.03 MiB``) and rounded to whole bytes.
+are allowed (a log's ``5418.03 MiB``) and rounded to whole bytes.  A size
+above 1 PiB is refused: no memory or model file is that large, and such a
+number would only overflow the arithmetic of later stages.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ UNITS: dict[str, int] = {
     "TiB": 1024**4,
 }
 
+#: 1 PiB = 1024 TiB: a thousand times the RAM of the largest hosts layoutgen plans for
+#: (seed 001: 768 GiB), and far below where float arithmetic on sums of sizes overflows.
+MAX_SIZE = 1024**5
+
 ACCEPTED = "a whole number of bytes, or a number with a unit: 96GiB, 97247MiB, 8GB, 512KiB"
 SIZE_PATTERN = r"^\s*[0-9]+(\.[0-9]+)?\s*(B|KB|MB|GB|TB|KiB|MiB|GiB|TiB)\s*$"
 _SIZE = re.compile(r"^\s*(?P<num>[0-9]+(?:\.[0-9]+)?)\s*(?P<unit>[A-Za-z]+)?\s*$")
@@ -39,7 +45,9 @@ def parse_size(value: object) -> int:
         raise SizeError(f"expected a size ({ACCEPTED}), got {value!r}")
     if isinstance(value, int):
         if value < 0:
-            raise SizeError(f"a size cannot be negative, got {value}")
+            raise SizeError(f"a size cannot be negative, got {_short(value)}")
+        if value > MAX_SIZE:
+            raise SizeError(_too_large(value))
         return value
     if isinstance(value, float):
         raise SizeError(f"a size needs a unit or whole bytes ({ACCEPTED}), got {value!r}")
@@ -47,19 +55,43 @@ def parse_size(value: object) -> int:
         raise SizeError(f"expected a size ({ACCEPTED}), got {type(value).__name__}")
     m = _SIZE.match(value)
     if m is None:
-        raise SizeError(f"cannot read {value!r} as a size; write {ACCEPTED}")
+        raise SizeError(f"cannot read {_short(value)!r} as a size; write {ACCEPTED}")
     unit = m.group("unit") or "B"
     factor = UNITS.get(unit)
     if factor is None:
         hint = _unit_hint(unit)
-        raise SizeError(f"unknown unit {unit!r} in {value!r}{hint}; write {ACCEPTED}")
+        raise SizeError(
+            f"unknown unit {_short(unit)!r} in {_short(value)!r}{hint}; write {ACCEPTED}"
+        )
+    if len(m.group("num").split(".")[0].lstrip("0")) > 20:  # beyond any size: skip the arithmetic
+        raise SizeError(_too_large(value))
     try:
         number = Decimal(m.group("num"))
     except InvalidOperation:  # pragma: no cover - the regex admits only digits
         raise SizeError(f"cannot read {value!r} as a size; write {ACCEPTED}") from None
     if unit == "B" and number != number.to_integral_value():
-        raise SizeError(f"bytes must be whole, got {value!r}")
-    return int((number * factor).to_integral_value())
+        raise SizeError(f"bytes must be whole, got {_short(value)!r}")
+    size = int((number * factor).to_integral_value())
+    if size > MAX_SIZE:
+        raise SizeError(_too_large(value))
+    return size
+
+
+def _too_large(value: int | str) -> str:
+    shown = repr(_short(value)) if isinstance(value, str) else _short(value)
+    return (
+        f"size {shown} is more than 1 PiB (1024 TiB), larger than any memory or model file; "
+        "write the real size"
+    )
+
+
+def _short(value: int | str, limit: int = 40) -> str:
+    """A value for a message, at most ``limit`` characters: a size may have 1000 digits."""
+    if isinstance(value, int) and abs(value).bit_length() > 4 * limit:
+        # str() of an int beyond 4300 digits raises; the length is what matters here.
+        return f"a number of {abs(value).bit_length() * 30103 // 100000 + 1} digits"
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _unit_hint(unit: str) -> str:
@@ -80,6 +112,8 @@ def _unit_hint(unit: str) -> str:
 
 def format_size(n: int) -> str:
     """Human-readable binary size, for messages: ``1.50 GiB``, ``512.00 MiB``."""
+    if abs(n) >= 1 << 1000:  # beyond a float; never a real size, but never an OverflowError
+        return f"{'-' if n < 0 else ''}2^{abs(n).bit_length() - 1} B or more"
     for unit, factor in (("TiB", 1024**4), ("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if abs(n) >= factor:
             return f"{n / factor:.2f} {unit}"
