@@ -39,7 +39,7 @@ from layoutgen.measured import choose_service, edit_spec, write_spec
 from layoutgen.plan import Plan
 from layoutgen.startlog import Entries, Log, Seen, read_log_file, shown
 
-SPEC_MAX = 1 << 20  # as source.MAX_SPEC_BYTES: a spec is a few KiB
+SPEC_MAX = 1 << 20  # as yamlbounds.MAX_SPEC_BYTES: a spec is a few KiB
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ import pytest
 from layoutgen.errors import InvalidInput
 from layoutgen.profile import load_profile
 from layoutgen.sizes import SizeError, format_size, parse_size
-from layoutgen.source import MAX_ALIAS_NODES, MAX_DEPTH, MAX_INT, MAX_NODES, parse
+from layoutgen.source import parse
 from layoutgen.validate import validate_document
+from layoutgen.yamlbounds import MAX_ALIAS_NODES, MAX_DEPTH, MAX_INT, MAX_NODES
 
 from specs import VALID, write
 
