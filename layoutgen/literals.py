@@ -104,7 +104,7 @@ def text(value: str, *, limit: int = MAX_TEXT) -> str:
     for i, ch in enumerate(value):
         if unicodedata.category(ch) in _REFUSED_CATEGORIES:
             raise ValueError(
-                f"{_clip(value)} holds the control character {_char(ch)} at offset {i}; "
+                f"{clip(value)} holds the control character {_char(ch)} at offset {i}; "
                 "remove it (it would end or alter a line in the rendered scripts and units)"
             )
     return value
@@ -114,14 +114,14 @@ def image(value: str) -> str:
     text(value, limit=MAX_PATH)
     if not IMAGE.fullmatch(value):
         raise ValueError(
-            f"{_clip(value)} is not a container image reference; write "
+            f"{clip(value)} is not a container image reference; write "
             "REGISTRY[:PORT]/NAME[:TAG][@DIGEST] with a lowercase name, e.g. "
             "ghcr.io/ggml-org/llama.cpp:server-cuda"
         )
     first, slash, _ = value.partition("/")
     if not slash or not ("." in first or ":" in first or first == "localhost"):
         raise ValueError(
-            f"{_clip(value)} names no registry: podman would resolve the short name through "
+            f"{clip(value)} names no registry: podman would resolve the short name through "
             "its search list, so the image run could come from another registry; write it "
             "fully qualified, e.g. docker.io/library/NAME or localhost/NAME for a local build"
         )
@@ -132,19 +132,19 @@ def host_path(value: str) -> str:
     """An absolute path written into volumes, units and scripts as it is."""
     text(value, limit=MAX_PATH)
     if not value.startswith("/"):
-        raise ValueError(f"{_clip(value)} is not absolute; write the full path on the host")
+        raise ValueError(f"{clip(value)} is not absolute; write the full path on the host")
     bad = sorted({ch for ch in value if not (ch.isalnum() or ch in PATH_PUNCTUATION)})
     if bad:
         shown = " ".join(repr(ch) for ch in bad)
         raise ValueError(
-            f"{_clip(value)} contains {shown}: a host path may hold only letters, digits and "
+            f"{clip(value)} contains {shown}: a host path may hold only letters, digits and "
             f"{' '.join(PATH_PUNCTUATION)} (it is written unescaped into podman volume "
             "options, unit files and scripts); rename it or link it from such a path"
         )
     parts = value.split("/")[1:]
     if any(p in ("", ".", "..") for p in parts):
         raise ValueError(
-            f"{_clip(value)} is not a normalized path: write it without '//', '/./', "
+            f"{clip(value)} is not a normalized path: write it without '//', '/./', "
             "'/../' or a trailing '/'"
         )
     return value
@@ -157,12 +157,12 @@ def mounted_file(value: str) -> str:
     where = system_tree(value)
     if where is not None:
         raise ValueError(
-            f"{_clip(value)} is under {where}: layoutgen never mounts system directories into "
+            f"{clip(value)} is under {where}: layoutgen never mounts system directories into "
             "a container (a relabel can break the host); move it to a directory of its own"
         )
     if parent in SYSTEM_DIRS:
         raise ValueError(
-            f"{_clip(value)} lies directly in {parent}: its directory is mounted into the "
+            f"{clip(value)} lies directly in {parent}: its directory is mounted into the "
             f"container, and {parent} is never mounted whole; move it to a directory of its "
             f"own, e.g. {parent.rstrip('/')}/models/"
         )
@@ -187,7 +187,7 @@ def endpoint(value: str) -> str:
             m = None
     if m is None or not 1 <= int(m.group("port")) <= 65535:
         raise ValueError(
-            f"{_clip(value)} is not an endpoint; write HOST:PORT with a host name or IP "
+            f"{clip(value)} is not an endpoint; write HOST:PORT with a host name or IP "
             "address and a port 1-65535, e.g. 127.0.0.1:50052"
         )
     return value
@@ -198,7 +198,7 @@ def _matching(pattern: re.Pattern[str], what: str) -> Callable[[str], str]:
 
     def check(value: str) -> str:
         if not pattern.fullmatch(value):
-            raise ValueError(f"{_clip(value)} is not {what}")
+            raise ValueError(f"{clip(value)} is not {what}")
         return value
 
     return check
@@ -223,7 +223,7 @@ def _char(ch: str) -> str:
     return f"U+{ord(ch):04X}" + (f" ({name})" if name else "")
 
 
-def _clip(value: str, limit: int = 60) -> str:
+def clip(value: str, limit: int = 60) -> str:
     """The value for a message: repr (control characters visible), cut when long."""
     shown = value if len(value) <= limit else value[:limit] + "..."
     return repr(shown)

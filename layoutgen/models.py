@@ -115,6 +115,19 @@ def _cache_types(rs: ResolvedService, runtime: str, profile: Profile) -> Iterato
             f"services.{name}.cache_type_v: llama.cpp refuses different K ({k}) and V ({v}) "
             f"cache types for an MLA model ({profile.arch}); write cache_type_v: {k}",
         )
+    hp = profile.hparams
+    if (
+        runtime == "ik_llama.cpp"
+        and hp.recurrent_layers
+        and not (hp.ssm_group_count and hp.ssm_time_step_rank)
+    ):
+        # kvcache._state models ik's packed conv + delta-net state only
+        yield Problem(
+            ("services", name, "runtime"),
+            f"services.{name}.runtime: model {rs.service.model!r} has recurrent layers that "
+            "are not qwen3next-style (no ssm group count or time-step rank), whose state "
+            "layoutgen cannot size on ik_llama.cpp; use a llama.cpp runtime",
+        )
     if not flash_attn(rs) and v_cache_needs_flash_attn(runtime, v):
         told = flash_attn_arg(rs) is not None
         why = (

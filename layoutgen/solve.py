@@ -83,16 +83,39 @@ def _bisect(ordered: list[int]) -> list[int]:
     return out
 
 
+#: Most scenarios (maximal sets of services that run together) a spec may have:
+#: each is solved on its own, and ``k`` independent conflicting pairs make 2**k.
+MAX_SCENARIOS = 64
+
+
 def scenarios(spec: Spec) -> list[frozenset[str]]:
-    """Maximal sets of services that may run together (``conflicts`` is symmetric)."""
+    """Maximal sets of services that may run together (``conflicts`` is symmetric).
+
+    Refused (a located error) past :data:`MAX_SCENARIOS`: the enumeration is
+    exponential in the number of conflicting services, so it stops early.
+    """
     names = sorted(spec.services)
     clash = conflicting(spec)
     found: list[frozenset[str]] = []
+    budget = [MAX_SCENARIOS * 64]  # candidate sets looked at before giving up
 
     def grow(chosen: frozenset[str], rest: list[str]) -> None:
         if not rest:
+            budget[0] -= 1
             if not any(chosen < f for f in found):
                 found[:] = [f for f in found if not f < chosen] + [chosen]
+            if len(found) > MAX_SCENARIOS or budget[0] < 0:
+                first = next(n for n in names if clash[n])
+                raise DoesNotFit(
+                    [
+                        Problem(
+                            ("services", first, "conflicts"),
+                            f"services.{first}.conflicts: the services' conflicts make more than "
+                            f"{MAX_SCENARIOS} alternative sets of services, each planned on its "
+                            "own; split the spec, or declare fewer conflicts",
+                        )
+                    ]
+                )
             return
         head, tail = rest[0], rest[1:]
         if not (clash[head] & chosen):

@@ -59,7 +59,7 @@ def _name(value: object) -> object:
     # Service and host names become file, unit and container names.
     if isinstance(value, str) and not _NAME.fullmatch(value):
         raise ValueError(
-            f"{value!r} is not a valid name: use lowercase letters, digits and '-', "
+            f"{literals.clip(value)} is not a valid name: use lowercase letters, digits and '-', "
             "starting with a letter or digit (it becomes file, unit and container names)"
         )
     return value
@@ -68,7 +68,7 @@ def _name(value: object) -> object:
 def _ident(value: object) -> object:
     if isinstance(value, str) and not _ID.fullmatch(value):
         raise ValueError(
-            f"{value!r} is not a valid id: use letters, digits, '_', '.' and '-', "
+            f"{literals.clip(value)} is not a valid id: use letters, digits, '_', '.' and '-', "
             "starting with a letter or digit"
         )
     return value
@@ -90,13 +90,13 @@ def _capability(value: object) -> object:
     if not re.fullmatch(r"[A-Z][A-Z0-9_]*", value):
         fixed = value.strip().upper().removeprefix("CAP_")
         raise ValueError(
-            f"{value!r} is not a capability name: write it in upper case without CAP_, "
-            f"like {fixed!r}"
+            f"{literals.clip(value)} is not a capability name: write it in upper case without "
+            f"CAP_, like {literals.clip(fixed)}"
         )
     if value not in CAPABILITIES:
         allowed = ", ".join(sorted(CAPABILITIES))
         raise ValueError(
-            f"capability {value!r} is not allowed: an inference server needs at most "
+            f"capability {literals.clip(value)} is not allowed: an inference server needs at most "
             f"{allowed}; remove it (layoutgen never grants broader privileges)"
         )
     return value
@@ -106,7 +106,7 @@ def _version(value: object) -> object:
     if isinstance(value, int | float) and not isinstance(value, bool):
         value = str(value)  # 5.4 written unquoted is a float in YAML
     if isinstance(value, str) and not re.fullmatch(r"\d{1,4}\.\d{1,4}(\.\d{1,4})?", value):
-        raise ValueError(f"{value!r} is not a version: write MAJOR.MINOR, e.g. '5.4'")
+        raise ValueError(f"{literals.clip(value)} is not a version: write MAJOR.MINOR, e.g. '5.4'")
     return value
 
 
@@ -122,6 +122,13 @@ SecretName = Annotated[str, AfterValidator(literals.secret)]
 DeviceName = Annotated[str, AfterValidator(literals.device)]
 BufferName = Annotated[str, AfterValidator(literals.buffer)]
 
+#: Bounds by what a field can mean: no model has more layers (profiles: 4,096),
+#: no host more cores or GPUs, no context more than 2**30 tokens.  Beyond
+#: them a number is a typo or an attack, and later arithmetic (a range() of a
+#: million layers, a 400-digit product) is never reached.
+MAX_LAYER = 4095
+MAX_TOKENS = 1 << 30
+MAX_THREADS = 8192
 LAYER_RANGE = re.compile(r"[ ]*(\d{1,6})[ ]*-[ ]*(\d{1,6})[ ]*")
 
 
@@ -139,6 +146,8 @@ def _layers(value: object) -> object:
                     "or an inclusive range ('3-10')"
                 )
             lo, hi = int(m.group(1)), int(m.group(2))
+            if hi > MAX_LAYER:
+                raise ValueError(f"layer {hi} in {item!r} is beyond any model: at most {MAX_LAYER}")
             if lo > hi:
                 raise ValueError(f"layer range {item!r} runs backwards: write '{hi}-{lo}'")
             out.extend(range(lo, hi + 1))
@@ -148,7 +157,7 @@ def _layers(value: object) -> object:
 
 
 LayerList = Annotated[
-    tuple[Annotated[int, Field(ge=0)], ...],
+    tuple[Annotated[int, Field(ge=0, le=MAX_LAYER)], ...],
     BeforeValidator(_layers),
     WithJsonSchema(
         {
@@ -177,8 +186,8 @@ class Strict(BaseModel):
 
 
 class Cpu(Strict):
-    cores: int = Field(ge=1, description="physical cores, e.g. 16")
-    threads: int = Field(ge=1, description="hardware threads (SMT), e.g. 32")
+    cores: int = Field(ge=1, le=MAX_THREADS, description="physical cores, e.g. 16")
+    threads: int = Field(ge=1, le=MAX_THREADS, description="hardware threads (SMT), e.g. 32")
 
     @model_validator(mode="after")
     def _threads_cover_cores(self) -> Cpu:
@@ -216,7 +225,10 @@ class Rpc(Strict):
 class Gpu(Strict):
     id: Ident = Field(description="the name services use for this GPU, e.g. gpu0")
     index: int | None = Field(
-        default=None, ge=0, description="NVML/CDI index (nvidia.com/gpu=INDEX) of a local GPU"
+        default=None,
+        ge=0,
+        le=255,
+        description="NVML/CDI index (nvidia.com/gpu=INDEX) of a local GPU",
     )
     vram: Size = Field(
         description="total memory as NVML reports it, e.g. 97247MiB (for an rpc device: "
@@ -243,7 +255,9 @@ class Host(Strict):
     cpu: Cpu = Field(description="CPU topology: cores and threads")
     ram: Size = Field(description="installed RAM, e.g. 768GiB")
     ram_reserve: Size = Field(description="RAM kept for the OS and everything else, e.g. 32GiB")
-    gpus: tuple[Gpu, ...] = Field(default=(), description="GPUs; empty for a CPU-only host")
+    gpus: tuple[Gpu, ...] = Field(
+        default=(), max_length=64, description="GPUs; empty for a CPU-only host"
+    )
     gpu_overhead: Size = Field(
         default=1024**3,
         description="GPU memory each server process takes beyond its logged buffers (CUDA "
@@ -295,7 +309,7 @@ class ExpertsAuto(Strict):
         default="head-tail", description="which expert layers are hottest (seed 001: head-tail)"
     )
     max_layers: int | None = Field(
-        default=None, ge=0, description="at most this many expert layers on GPUs"
+        default=None, ge=0, le=MAX_LAYER + 1, description="at most this many expert layers on GPUs"
     )
 
 
@@ -315,7 +329,9 @@ class ExpertsNCpuMoe(Strict):
     """The experts of the first ``n`` layers in host RAM (--n-cpu-moe N)."""
 
     mode: Literal["n-cpu-moe"] = "n-cpu-moe"
-    n: int = Field(ge=0, description="layers 0..n-1 keep their experts in host RAM")
+    n: int = Field(
+        ge=0, le=MAX_LAYER + 1, description="layers 0..n-1 keep their experts in host RAM"
+    )
 
 
 class ExpertsExplicit(Strict):
@@ -384,18 +400,26 @@ class Service(Strict):
     runtime: Ident = Field(description="runtime id from 'runtimes'")
     role: Role = Field(description="orchestrator, worker, batch or embedding; brings defaults")
     port: int = Field(ge=1, le=65535, description="TCP port the server listens on")
-    ctx: int = Field(ge=1, description="context in tokens, total over all parallel slots")
+    ctx: int = Field(
+        ge=1, le=MAX_TOKENS, description="context in tokens, total over all parallel slots"
+    )
     gpus: tuple[Ident, ...] | None = Field(
         default=None, description="GPU ids this service may use (role default otherwise)"
     )
-    parallel: int | None = Field(default=None, ge=1, description="slots (--parallel)")
+    parallel: int | None = Field(default=None, ge=1, le=65536, description="slots (--parallel)")
     cache_type_k: KVType | None = Field(default=None, description="K cache type (-ctk)")
     cache_type_v: KVType | None = Field(default=None, description="V cache type (-ctv)")
-    batch: int | None = Field(default=None, ge=1, description="logical batch size (-b)")
-    ubatch: int | None = Field(default=None, ge=1, description="physical batch size (-ub)")
-    threads: int | None = Field(default=None, ge=1, description="generation threads (-t)")
+    batch: int | None = Field(
+        default=None, ge=1, le=MAX_TOKENS, description="logical batch size (-b)"
+    )
+    ubatch: int | None = Field(
+        default=None, ge=1, le=MAX_TOKENS, description="physical batch size (-ub)"
+    )
+    threads: int | None = Field(
+        default=None, ge=1, le=MAX_THREADS, description="generation threads (-t)"
+    )
     threads_batch: int | None = Field(
-        default=None, ge=1, description="prompt-processing threads (-tb)"
+        default=None, ge=1, le=MAX_THREADS, description="prompt-processing threads (-tb)"
     )
     experts: Experts | None = Field(default=None, description="where expert layers go")
     reasoning: bool | None = Field(
@@ -403,7 +427,10 @@ class Service(Strict):
     )
     mlock: bool | None = Field(default=None, description="lock weights in RAM (--mlock)")
     priority: int = Field(
-        default=0, description="among 'experts: auto' services, higher fills GPUs first"
+        default=0,
+        ge=-(2**31),
+        le=2**31 - 1,
+        description="among 'experts: auto' services, higher fills GPUs first",
     )
     expose: bool = Field(
         default=False,
@@ -417,7 +444,7 @@ class Service(Strict):
         default=(), description="Linux capabilities to add, e.g. [SYS_NICE]"
     )
     args: tuple[Text, ...] = Field(
-        default=(), description="extra runtime arguments, passed through last"
+        max_length=1024, default=(), description="extra runtime arguments, passed through last"
     )
     measured: dict[BufferName, Measured] = Field(
         default_factory=dict,
@@ -441,13 +468,17 @@ class Spec(Strict):
     version: Literal[1] = Field(default=1, description="spec format version")
     host: Host = Field(description="the machine: CPU, RAM and GPUs")
     models: dict[Ident, Model] = Field(
-        default_factory=dict, description="model id -> GGUF path on the host and profile"
+        default_factory=dict,
+        max_length=256,
+        description="model id -> GGUF path on the host and profile",
     )
     runtimes: dict[Ident, Runtime] = Field(
-        default_factory=dict, description="runtime id -> llama.cpp/ik_llama.cpp image or binary"
+        default_factory=dict,
+        max_length=256,
+        description="runtime id -> llama.cpp/ik_llama.cpp image or binary",
     )
     services: dict[Name, Service] = Field(
-        default_factory=dict, description="service name -> what to run and where"
+        default_factory=dict, max_length=256, description="service name -> what to run and where"
     )
 
 

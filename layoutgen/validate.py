@@ -77,7 +77,11 @@ def _profiles(
     for mid in sorted(spec.models):
         ref = spec.models[mid].profile
         path = doc.path.parent / ref
-        if not path.is_file():
+        try:
+            found = path.is_file()
+        except OSError:  # a name too long for the file system, say
+            found = False
+        if not found:
             looked = f" (looked for {path})" if str(path) != ref else ""
             problems.append(
                 Problem(

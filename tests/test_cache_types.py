@@ -94,3 +94,30 @@ def test_mla_with_different_k_and_v_types_is_refused_on_llama_cpp(tmp_path: Path
     # the same on ik_llama.cpp, which keeps MLA's one cache in K, is not refused for it
     ik = text.replace("kind: llama.cpp", "kind: ik_llama.cpp")
     assert "different K" not in run_cli(["validate", str(write(tmp_path, ik, "ik.yaml"))]).stdout
+
+
+def test_non_qwen3next_recurrent_layers_on_ik_are_a_located_error(tmp_path: Path) -> None:
+    """ik's recurrent state is modelled for qwen3next-style layers only: say so, no traceback."""
+    source = (ROOT / "layouts" / "models" / "qwen3-coder-next-q4_0.yaml").read_text()
+    mamba = source.replace('arch: "qwen3next"', 'arch: "mamba2"')
+    mamba = (
+        "\n".join(
+            line
+            for line in mamba.splitlines()
+            if "ssm_group_count" not in line and "ssm_time_step_rank" not in line
+        )
+        + "\n"
+    )
+    assert mamba.count("ssm_") < source.count("ssm_")
+    (tmp_path / "mamba.yaml").write_text(mamba)
+    text = VALID.replace(
+        str(ROOT / "layouts" / "models" / "qwen3-coder-next-q4_0.yaml"), "mamba.yaml"
+    )
+    for command in ("validate", "plan"):
+        result = run_cli([command, str(write(tmp_path, text))])
+        out = result.stdout + result.stderr
+        assert result.code == 1 and "Traceback" not in out, out
+        assert (
+            "services.worker0.runtime: model 'coder' has recurrent layers that are not "
+            "qwen3next-style"
+        ) in out

@@ -51,3 +51,26 @@ def test_scenarios_are_maximal_sets_of_services_that_run_together() -> None:
     assert scenarios(_spec({"a": ["b"]})) == [frozenset("acd"), frozenset("bcd")]
     # a with b, b with c: {a, c, d} and {b, d}.
     assert scenarios(_spec({"a": ["b"], "c": ["b"]})) == [frozenset("acd"), frozenset("bd")]
+
+
+def test_too_many_scenarios_are_refused_before_they_are_enumerated() -> None:
+    """k independent conflicting pairs make 2**k scenarios: 7 pairs (128) are refused."""
+    import pytest
+
+    from layoutgen.solve import MAX_SCENARIOS, DoesNotFit
+
+    data = YAML(typ="safe").load(VALID)
+    base = data["services"]["worker0"]
+    names = [f"s{i:02d}" for i in range(14)]
+    data["services"] = {
+        name: dict(base, port=9000 + i, conflicts=[names[i + 1]] if i % 2 == 0 else [])
+        for i, name in enumerate(names)
+    }
+    with pytest.raises(DoesNotFit) as info:
+        scenarios(Spec.model_validate(data))
+    (problem,) = info.value.problems
+    assert problem.path == ("services", "s00", "conflicts")
+    assert f"more than {MAX_SCENARIOS} alternative sets" in problem.message
+    # 6 pairs (64 scenarios) are still planned
+    del data["services"]["s12"], data["services"]["s13"]
+    assert len(scenarios(Spec.model_validate(data))) == 64
