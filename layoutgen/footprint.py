@@ -55,6 +55,8 @@ class Setting:
     overhead: int  # per GPU
     #: ik_llama.cpp's -muge: up and gate experts fused into one tensor
     merge_up_gate: bool = False
+    #: an MLA model's qk_nope + rope (compute.mla_q_head), read from its tensors once
+    mla_q_head: int = 0
 
     @property
     def local_gpus(self) -> bool:
@@ -119,6 +121,7 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         overhead=spec.host.gpu_overhead,
         merge_up_gate=runtime == "ik_llama.cpp"
         and any(a in ("-muge", "--merge-up-gate-experts") for a in args),
+        mla_q_head=compute.mla_q_head(profile.hparams, profile.tensors()),
     )
 
 
@@ -281,6 +284,7 @@ def _mainline_compute(
         experts=experts,
         expert_layer_bytes=expert_bytes(s.profile, s.runtime),
         cuda=s.cuda,
+        mla_q_head=s.mla_q_head,
     )
     if buffer in s.devices:
         return compute.device(g, buffer, output=buffer == output)

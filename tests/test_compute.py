@@ -13,6 +13,7 @@ from dataclasses import replace
 from layoutgen import compute
 from layoutgen.kvcache import KVSettings
 from layoutgen.profile import HParams
+from layoutgen.tensors import Tensor
 
 MiB = 1 << 20
 DENSE = HParams(n_layer=4, n_embd=512, n_head=8, n_head_kv=2, key_length=64, n_ff=1024, vocab=1000)
@@ -26,6 +27,40 @@ MOE = HParams(
     n_expert_used=2,
     expert_ff=256,
     vocab=1000,
+)
+
+
+#: DeepSeek-V3's widths (4 layers, as tests/oracle/gpu/faithful.py writes them)
+DSV3 = HParams(
+    n_layer=4,
+    n_embd=7168,
+    n_head=128,
+    n_head_kv=1,
+    key_length=576,
+    value_length=512,
+    q_lora_rank=1536,
+    kv_lora_rank=512,
+    rope_dim=64,
+    n_ff=18432,
+    n_expert=256,
+    n_expert_used=8,
+    n_expert_shared=1,
+    expert_ff=2048,
+    leading_dense=1,
+    vocab=129280,
+)
+#: Qwen3-235B-A22B's widths
+QWEN3 = HParams(
+    n_layer=4,
+    n_embd=4096,
+    n_head=64,
+    n_head_kv=4,
+    key_length=128,
+    value_length=128,
+    n_expert=128,
+    n_expert_used=8,
+    expert_ff=1536,
+    vocab=151936,
 )
 
 
@@ -77,18 +112,51 @@ def test_doubling_the_context_adds_one_mask_to_device_and_host() -> None:
 
 
 def test_buffers_scale_linearly_with_the_ubatch() -> None:
-    # every term (activations, mask rows, embeddings) is per token: at a fixed
-    # context, doubling the ubatch doubles the whole buffer
+    # every term (activations, mask rows, embeddings, indices) is per token: at a
+    # fixed context, doubling the ubatch doubles the buffer, bar the alignment slack
     one, two = _graph(kv=_kv(ubatch=256)), _graph(kv=_kv(ubatch=512))
-    assert compute.device(two, "D0", output=True) == 2 * compute.device(one, "D0", output=True)
-    assert compute.host(two) == 2 * compute.host(one)
+    slack = compute.ALIGN_SLACK
+
+    def dev(g: compute.Graph) -> int:
+        return compute.device(g, "D0", output=True) - slack
+
+    assert dev(two) == 2 * dev(one)
+    assert compute.host(two) - slack == 2 * (compute.host(one) - slack)
 
 
-def test_host_holds_mask_and_four_embedding_rows_on_one_device() -> None:
+def test_host_holds_mask_four_embedding_rows_and_the_index_inputs() -> None:
     g = _graph()
     embd = 512 * 512 * 4  # n_embd x ubatch f32
-    small = 512 * 24  # positions, KV indices, output ids
-    assert compute.host(g) == compute.mask_bytes(g) + 4 * embd + small
+    # per token: inp_tokens and inp_mixed_tokens (i32), inp_mixed_slots (i64),
+    # positions (i32, up to 4 with M-RoPE), k_idxs and v_idxs (i64), out_ids (i32)
+    small = 512 * (4 + 4 + 8 + 4 * 4 + 8 + 8 + 4)
+    assert compute.small_inputs(g, host=True) == small
+    assert compute.host(g) == compute.mask_bytes(g) + 4 * embd + small + compute.ALIGN_SLACK
+
+
+def test_the_device_copies_the_indices_it_reads_not_the_tokens() -> None:
+    # the tokens are read by get_rows on the CPU, where token_embd stays
+    g = _graph()
+    assert compute.small_inputs(g, host=True) - compute.small_inputs(g, host=False) == 512 * 8
+
+
+def test_without_flash_attention_v_idxs_index_every_v_element() -> None:
+    # the V cache is transposed: one i64 index per token per V element
+    # (n_head_kv x head = 2 x 64 here) instead of one per token
+    fa, no_fa = _graph(), _graph(kv=replace(_kv(), flash_attn=False))
+    grown = compute.small_inputs(no_fa, host=True) - compute.small_inputs(fa, host=True)
+    assert grown == 512 * 8 * (2 * 64 - 1)
+    # MLA has no V cache: no v_idxs at all
+    mla = _graph(DSV3)
+    assert compute.small_inputs(mla, host=True) == compute.small_inputs(fa, host=True) - 512 * 8
+
+
+def test_a_quantized_kv_cache_adds_its_hadamard_rotations() -> None:
+    # f32 n_rot x n_rot matrices: K 64 x 64 (the head), V 64 x 64
+    q8 = replace(_kv(), cache_type_k="q8_0", cache_type_v="q8_0")
+    assert compute.rotation_bytes(_graph(kv=q8)) == 2 * 64 * 64 * 4
+    assert compute.rotation_bytes(_graph()) == 0
+    assert compute.host(_graph(kv=q8)) - compute.host(_graph()) == 2 * 64 * 64 * 4
 
 
 def test_pipeline_parallelism_needs_two_devices_and_no_overrides() -> None:
@@ -140,4 +208,103 @@ def test_cuda_offload_adds_one_host_expert_layer_to_the_first_cuda_device() -> N
     tiny = replace(cuda, kv=_kv(ubatch=16))
     assert compute.device(tiny, "D0", output=True) == compute.device(
         replace(tiny, cuda=frozenset()), "D0", output=True
+    )
+
+
+def test_mla_stacks_its_query_tensors_as_llama_cpp_allocates_them() -> None:
+    # DeepSeek-V3 on one GPU, -c 32768 -ub 512: llama.cpp's allocator
+    # (GGML_ALLOCATOR_DEBUG) reached its high-water mark at layer 0's Qcur with, from
+    # the bottom: the three embeddings copies, the f16 mask, the indices, the
+    # mixed batch's never-freed dup of inp_mixed_embd, q (n_head x (128 + 64),
+    # already freed: a hole), q_nope_absorbed (n_head x 512), q_pe (n_head x 64)
+    # and Qcur (n_head x 576): 424.01 MiB, as the H100 logged
+    g = replace(_graph(DSV3, kv=_kv(ctx=32768)), mla_q_head=128 + 64)
+    floats = 3 * 7168 + 7168 + 128 * (192 + 512 + 64 + 576)
+    trace = floats * 512 * 4 + 32768 * 512 * 2
+    got = compute.device(g, "D0", output=True)
+    assert got >= trace
+    # above it: q_a (q_lora_rank, allocated before q; in a hole on this device), the
+    # indices and the alignment slack
+    assert got - trace <= 1536 * 512 * 4 + compute.small_inputs(g, host=False) + (
+        compute.ALIGN_SLACK
+    )
+
+
+def test_an_unknown_qk_nope_is_bounded_from_the_kv_rank() -> None:
+    known = replace(_graph(DSV3, kv=_kv(ctx=32768)), mla_q_head=128 + 64)
+    unknown = replace(known, mla_q_head=0)
+    glm_flash = replace(known, mla_q_head=192 + 64)  # GLM-4.7-Flash: qk_nope 192
+    for g in (known, glm_flash):
+        assert compute.device(unknown, "D0", output=True) >= compute.device(g, "D0", output=True)
+
+
+def test_mla_q_head_comes_from_the_query_projection() -> None:
+    q_b = Tensor("blk.0.attn_q_b.weight", "q8_0", (1536, 128 * 192), 1)
+    q = Tensor("blk.0.attn_q.weight", "q8_0", (7168, 128 * 192), 1)  # no query LoRA
+    other = Tensor("blk.0.attn_kv_a_mqa.weight", "q8_0", (7168, 576), 1)
+    assert compute.mla_q_head(DSV3, [other, q_b]) == 192
+    assert compute.mla_q_head(DSV3, [q]) == 192
+    assert compute.mla_q_head(DENSE, [q]) == 0  # not MLA
+
+
+def test_without_flash_attention_each_layer_holds_the_kq_matrix() -> None:
+    # kq = mul_mat(k, q): n_kv x ubatch x n_head f32 (4096 cells, 8 heads)
+    kq = 4096 * 512 * 8 * 4
+    fa, no_fa = _graph(), _graph(kv=replace(_kv(), flash_attn=False))
+    assert compute.device(no_fa, "D0", output=True) - compute.device(fa, "D0", output=True) >= kq
+    cpu_fa = replace(fa, devices=(), layers={}, experts={})
+    cpu_no_fa = replace(no_fa, devices=(), layers={}, experts={})
+    assert compute.host(cpu_no_fa) - compute.host(cpu_fa) >= kq
+
+
+def test_mla_without_flash_attention_transposes_every_streams_latent() -> None:
+    # ggml_cont(ggml_transpose(v)) over the cache view: cells per stream x streams x
+    # kv_lora_rank, f16; not per token
+    kv = replace(_kv(ctx=8192, parallel=2), flash_attn=False)
+    one = compute.device(_graph(DSV3, kv=kv), "D0", output=True)
+    kv_ub = replace(kv, ubatch=256)
+    half = compute.device(_graph(DSV3, kv=kv_ub), "D0", output=True)
+    flat = 4096 * 2 * 512 * 2
+    assert one - 2 * (half - flat - compute.ALIGN_SLACK) - compute.ALIGN_SLACK == flat
+
+
+def test_held_residual_streams_follow_the_input_copies() -> None:
+    one = _graph(devices=("D0",))
+    two = _graph(devices=("D0", "D1"))
+    # one device: the dup of inp_mixed_embd; residual and norm sit where two of
+    # the three embeddings copies were
+    assert compute._held(one, first=True) == 1
+    # pipeline copies pin every input: dup, residual, norm and one more hole
+    assert compute._held(two, first=True) == 4
+    assert compute._held(two, first=False) == 3
+    # a later device without pipeline copies: residual and norm, which a copied-in
+    # expert result (n_expert_used wide) makes room for; its own experts' stacked
+    # down projections leave one more hole
+    moe_two = _graph(MOE, devices=("D0", "D1"), host_experts=True)
+    assert compute._held(moe_two, first=False) == 2
+    assert compute._held(moe_two, first=False, freed=2) == 2
+    assert compute._held(moe_two, first=False, freed=8) == 8
+    assert compute._held(moe_two, first=False, fragmented=True) == 3
+
+
+def test_the_down_projection_stacks_when_gate_and_up_cannot_hold_it() -> None:
+    # DeepSeek-V3's widths at 32 heads and a 4096 vocabulary peaked (allocator
+    # trace) at gate, up, swiglu (8 x 2048 each), down (8 x 7168) and their sum
+    assert compute._routed(DSV3, swiglu_fits=False) == 3 * 8 * 2048 + 8 * 7168 + 7168
+    # a Mixtral shape: down (2 x 4096) fits where gate and up (2 x 14336 each) were
+    mixtral = MOE.model_copy(update={"n_embd": 4096, "n_expert_used": 2, "expert_ff": 14336})
+    assert compute._routed(mixtral, swiglu_fits=False) == 3 * 2 * 14336
+
+
+def test_cpu_only_holds_the_embeddings_and_the_dup_below_the_logits() -> None:
+    # Qwen3-235B on the CPU alone, -c 16384 -ub 512 -fa on: the allocator's peak was
+    # inp_embd, three freed embeddings tensors' room, the f16 mask, the mixed
+    # batch's dup of inp_mixed_embd and the logits: 352.77 MiB as llama.cpp printed
+    g = replace(_graph(QWEN3, kv=_kv(ctx=16384)), devices=(), layers={}, experts={})
+    trace = (4 * 4096 + 4096 + 151936) * 512 * 4 + 16384 * 512 * 2
+    got = compute.host(g)
+    assert got >= trace
+    # above it: the final norm (seen in a hole here, counted), indices, slack
+    assert got - trace <= 4096 * 512 * 4 + compute.small_inputs(g, host=True) + (
+        compute.ALIGN_SLACK
     )
