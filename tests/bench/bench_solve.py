@@ -75,6 +75,8 @@ def spec() -> Spec:
             "cache_type_k": "q8_0",
             "cache_type_v": "q8_0",
             "priority": i,
+            # CPU-only services render -fa off unless told: a q8_0 V cache needs it on
+            "args": [] if auto else ["-fa", "on"],
         }
     return Spec.model_validate(
         {
