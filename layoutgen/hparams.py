@@ -33,45 +33,42 @@ from typing import Any
 from pydantic import ValidationError
 
 from layoutgen.gguf_header import GGUFError, SkippedArray, SkippedString
-from layoutgen.profile import HParams
+from layoutgen.profile import MAX_LAYERS, MAX_MANY, MAX_TOKENS, MAX_WIDTH, HParams
 
 _MLA_ARCHS = {"deepseek2", "glm-dsa", "kimi-linear"}
 _SWA_PATTERN_DEFAULT = {"gemma3": 6, "llama4": 4, "gpt-oss": 2}
 _RECURRENT_INTERVAL_ARCHS = {"qwen3next", "qwen35", "qwen35moe"}
 
-MAX_LAYERS = 4096
-_WIDTH = (1 << 24) - 1
-_MANY = 1 << 16
-_TOKENS = 1 << 30
+# Bounds shared with hand-written profiles (profile.py), so inspect and validate agree.
 LAYERS = "layers"  # an upper bound: the model's layer count
 #: field -> (gguf.Keys path, lowest, highest, one value per layer allowed)
 _BOUNDS: dict[str, tuple[str, int, int | str, bool]] = {
-    "n_embd": ("LLM.EMBEDDING_LENGTH", 0, _WIDTH, False),
-    "n_head": ("Attention.HEAD_COUNT", 0, _MANY, True),
-    "n_head_kv": ("Attention.HEAD_COUNT_KV", 0, _MANY, True),
-    "key_length": ("Attention.KEY_LENGTH", 0, _WIDTH, False),
-    "value_length": ("Attention.VALUE_LENGTH", 0, _WIDTH, False),
-    "key_length_swa": ("Attention.KEY_LENGTH_SWA", 0, _WIDTH, False),
-    "value_length_swa": ("Attention.VALUE_LENGTH_SWA", 0, _WIDTH, False),
-    "q_lora_rank": ("Attention.Q_LORA_RANK", 0, _WIDTH, False),
-    "kv_lora_rank": ("Attention.KV_LORA_RANK", 0, _WIDTH, False),
-    "n_ff": ("LLM.FEED_FORWARD_LENGTH", 0, _WIDTH, True),
-    "n_expert": ("LLM.EXPERT_COUNT", 0, _MANY, False),
-    "n_expert_used": ("LLM.EXPERT_USED_COUNT", 0, _MANY, False),
-    "n_expert_shared": ("LLM.EXPERT_SHARED_COUNT", 0, _MANY, False),
-    "expert_ff": ("LLM.EXPERT_FEED_FORWARD_LENGTH", 0, _WIDTH, False),
-    "expert_shared_ff": ("LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH", 0, _WIDTH, False),
+    "n_embd": ("LLM.EMBEDDING_LENGTH", 0, MAX_WIDTH, False),
+    "n_head": ("Attention.HEAD_COUNT", 0, MAX_MANY, True),
+    "n_head_kv": ("Attention.HEAD_COUNT_KV", 0, MAX_MANY, True),
+    "key_length": ("Attention.KEY_LENGTH", 0, MAX_WIDTH, False),
+    "value_length": ("Attention.VALUE_LENGTH", 0, MAX_WIDTH, False),
+    "key_length_swa": ("Attention.KEY_LENGTH_SWA", 0, MAX_WIDTH, False),
+    "value_length_swa": ("Attention.VALUE_LENGTH_SWA", 0, MAX_WIDTH, False),
+    "q_lora_rank": ("Attention.Q_LORA_RANK", 0, MAX_WIDTH, False),
+    "kv_lora_rank": ("Attention.KV_LORA_RANK", 0, MAX_WIDTH, False),
+    "n_ff": ("LLM.FEED_FORWARD_LENGTH", 0, MAX_WIDTH, True),
+    "n_expert": ("LLM.EXPERT_COUNT", 0, MAX_MANY, False),
+    "n_expert_used": ("LLM.EXPERT_USED_COUNT", 0, MAX_MANY, False),
+    "n_expert_shared": ("LLM.EXPERT_SHARED_COUNT", 0, MAX_MANY, False),
+    "expert_ff": ("LLM.EXPERT_FEED_FORWARD_LENGTH", 0, MAX_WIDTH, False),
+    "expert_shared_ff": ("LLM.EXPERT_SHARED_FEED_FORWARD_LENGTH", 0, MAX_WIDTH, False),
     "leading_dense": ("LLM.LEADING_DENSE_BLOCK_COUNT", 0, LAYERS, False),
     "nextn_layers": ("LLM.NEXTN_PREDICT_LAYERS", 0, LAYERS, False),
-    "sliding_window": ("Attention.SLIDING_WINDOW", 0, _TOKENS, False),
+    "sliding_window": ("Attention.SLIDING_WINDOW", 0, MAX_TOKENS, False),
     "shared_kv_layers": ("Attention.SHARED_KV_LAYERS", 0, LAYERS, False),
-    "ssm_conv_kernel": ("SSM.CONV_KERNEL", 0, _WIDTH, False),
-    "ssm_state_size": ("SSM.STATE_SIZE", 0, _WIDTH, False),
-    "ssm_inner_size": ("SSM.INNER_SIZE", 0, _WIDTH, False),
-    "ssm_group_count": ("SSM.GROUP_COUNT", 0, _WIDTH, False),
-    "ssm_time_step_rank": ("SSM.TIME_STEP_RANK", 0, _WIDTH, False),
-    "vocab": ("LLM.VOCAB_SIZE", 0, _WIDTH, False),
-    "n_ctx_train": ("LLM.CONTEXT_LENGTH", 0, _TOKENS, False),
+    "ssm_conv_kernel": ("SSM.CONV_KERNEL", 0, MAX_WIDTH, False),
+    "ssm_state_size": ("SSM.STATE_SIZE", 0, MAX_WIDTH, False),
+    "ssm_inner_size": ("SSM.INNER_SIZE", 0, MAX_WIDTH, False),
+    "ssm_group_count": ("SSM.GROUP_COUNT", 0, MAX_WIDTH, False),
+    "ssm_time_step_rank": ("SSM.TIME_STEP_RANK", 0, MAX_WIDTH, False),
+    "vocab": ("LLM.VOCAB_SIZE", 0, MAX_WIDTH, False),
+    "n_ctx_train": ("LLM.CONTEXT_LENGTH", 0, MAX_TOKENS, False),
 }
 
 
@@ -169,7 +166,7 @@ def normalise(arch: str, kv: dict[str, Any], source: str = "model") -> HParams:
     if fields["vocab"] is None:
         fields["vocab"] = _length(kv.get(Keys.Tokenizer.LIST))
     if arch in _MLA_ARCHS and fields["kv_lora_rank"]:
-        fields["rope_dim"] = read.whole(Keys.Rope.DIMENSION_COUNT, 0, _WIDTH)
+        fields["rope_dim"] = read.whole(Keys.Rope.DIMENSION_COUNT, 0, MAX_WIDTH)
     fields["swa_layers"] = _swa_layers(read, n_layer, fields["sliding_window"])
     if arch in _RECURRENT_INTERVAL_ARCHS:
         # every interval-th layer has full attention: a modulo by it follows

@@ -39,17 +39,17 @@ from layoutgen.tensors import Folded, LayerSetError, Tensor, expand_name, fold, 
 MAX_LAYERS = 4096
 #: Tensors after unfolding: GLM-5.1 has 1809; every one is visited per candidate layout.
 MAX_TENSORS = 100_000
-_WIDTH = (1 << 24) - 1  # embeddings (16,384 wide) and vocabularies (262,144) are the largest
-_MANY = 1 << 16  # heads, experts
-_TOKENS = 1 << 30  # contexts and windows
+MAX_WIDTH = (1 << 24) - 1  # embeddings (16,384 wide) and vocabularies (262,144) are the largest
+MAX_MANY = 1 << 16  # heads, experts
+MAX_TOKENS = 1 << 30  # contexts and windows
 #: hparams field -> highest value it can mean (lowest is 0, n_layer's 1); a per-layer
 #: list is bounded item by item.  Layer counts are bounded again by n_layer.
 _BOUNDS = {
     "n_layer": MAX_LAYERS,
-    **dict.fromkeys(("n_head", "n_head_kv", "n_expert", "n_expert_used"), _MANY),
-    "n_expert_shared": _MANY,
+    **dict.fromkeys(("n_head", "n_head_kv", "n_expert", "n_expert_used"), MAX_MANY),
+    "n_expert_shared": MAX_MANY,
     **dict.fromkeys(("leading_dense", "nextn_layers", "shared_kv_layers"), MAX_LAYERS),
-    **dict.fromkeys(("sliding_window", "n_ctx_train"), _TOKENS),
+    **dict.fromkeys(("sliding_window", "n_ctx_train"), MAX_TOKENS),
 }
 _LAYER_NUMBER = re.compile(r"[0-9]+")
 _LAYER_RANGE = re.compile(r"([0-9]+)\s*(?:\.\.\s*([0-9]+))?")
@@ -307,7 +307,7 @@ def _check_bounds(hp: HParams) -> list[Problem]:
     for key, value in hp:
         if value is None or key in ("swa_layers", "recurrent_layers"):
             continue
-        highest = _BOUNDS.get(key, _WIDTH)
+        highest = _BOUNDS.get(key, MAX_WIDTH)
         items = value if isinstance(value, tuple) else (value,)  # a list's length: n_layer's
         too_big = [v for v in items if v > highest]
         if too_big:
