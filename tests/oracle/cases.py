@@ -96,18 +96,24 @@ CASES = (
 
 
 def spec_text(case: Case, model: Path, profile: Path, endpoints: list[str], runtime: Path) -> str:
+    """The case on rpc devices (ggml-rpc-server on 127.0.0.1) standing in for GPUs."""
     gpus = "\n".join(
         f"    - {{id: rpc{i}, vram: {case.vram}, reserve: 0, "
         f"rpc: {{endpoint: '{ep}', binary: /usr/local/bin/ggml-rpc-server, device: CPU}}}}"
         for i, ep in enumerate(endpoints)
     )
+    host = "  name: oracle\n  cpu: {cores: 2, threads: 2}\n  ram: 8GiB\n  ram_reserve: 1GiB"
+    return layout_text(case, model, profile, runtime, host=host, gpus=gpus, threads=2)
+
+
+def layout_text(
+    case: Case, model: Path, profile: Path, runtime: Path, *, host: str, gpus: str, threads: int
+) -> str:
+    """One llama.cpp service running ``case`` on the given host lines and GPU list items."""
     args = "" if not case.args else f"\n    args: [{', '.join(map(repr, case.args))}]"
     return f"""\
 host:
-  name: oracle
-  cpu: {{cores: 2, threads: 2}}
-  ram: 8GiB
-  ram_reserve: 1GiB
+{host}
   gpu_overhead: 0
   gpus:
 {gpus}
@@ -127,7 +133,7 @@ services:
     cache_type_v: {case.ctv}
     ubatch: {case.ubatch}
     batch: {max(case.ubatch, 2048)}
-    threads: 2
+    threads: {threads}
     experts: {case.experts}
     mlock: {str(case.mlock).lower()}{args}
 """

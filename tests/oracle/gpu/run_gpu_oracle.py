@@ -171,36 +171,12 @@ def gpu_info() -> dict[str, Any]:
 
 def spec_text(case: Case, model: Path, profile: Path, runtime: Path, gpu: dict[str, Any]) -> str:
     """A layout with this machine's one CUDA GPU (its whole memory, no reserve)."""
-    args = "" if not case.args else f"\n    args: [{', '.join(map(repr, case.args))}]"
-    return f"""\
-host:
-  name: oracle-gpu
-  cpu: {{cores: 16, threads: 16}}
-  ram: 120GiB
-  ram_reserve: 4GiB
-  gpu_overhead: 0
-  gpus:
-    - {{id: gpu0, index: 0, name: '{gpu["name"]}', vram: {gpu["vram_mib"]}MiB, reserve: 0}}
-models:
-  m: {{path: {model}, profile: {profile}}}
-runtimes:
-  llama: {{kind: llama.cpp, binary: {runtime}}}
-services:
-  oracle:
-    model: m
-    runtime: llama
-    role: worker
-    port: 18080
-    ctx: {case.ctx}
-    parallel: {case.parallel}
-    cache_type_k: {case.ctk}
-    cache_type_v: {case.ctv}
-    ubatch: {case.ubatch}
-    batch: {max(case.ubatch, 2048)}
-    threads: 16
-    experts: {case.experts}
-    mlock: {str(case.mlock).lower()}{args}
-"""
+    host = "  name: oracle-gpu\n  cpu: {cores: 16, threads: 16}\n  ram: 120GiB\n  ram_reserve: 4GiB"
+    gpus = (
+        f"    - {{id: gpu0, index: 0, name: '{gpu['name']}', "
+        f"vram: {gpu['vram_mib']}MiB, reserve: 0}}"
+    )
+    return cases.layout_text(case, model, profile, runtime, host=host, gpus=gpus, threads=16)
 
 
 #: llama.cpp's closing table: "| - CUDA0 (H100 80GB HBM3) | 81079 = 59436 + (21026 = 20458 +
