@@ -47,8 +47,8 @@ def validate(
 ) -> None:
     """Check specs: schema, references, consistency. Exit 0 valid, 1 invalid."""
     from layoutgen.errors import Severity
-    from layoutgen.roles import explain as explain_service
-    from layoutgen.validate import validate_files
+    from layoutgen.spec.roles import explain as explain_service
+    from layoutgen.spec.validate import validate_files
 
     results = validate_files([(path, str(path)) for path in specs])
     for result in results:
@@ -83,8 +83,8 @@ def inspect(
 ) -> None:
     """Write a model profile from GGUF headers (all shards; tensor data is not read)."""
     from layoutgen.errors import LayoutgenError
-    from layoutgen.inventory import inspect_model
-    from layoutgen.profile import dump_profile
+    from layoutgen.models.inventory import inspect_model
+    from layoutgen.models.profile import dump_profile
 
     try:
         text = dump_profile(inspect_model(model))
@@ -107,8 +107,8 @@ def plan(
     as_json: Annotated[bool, typer.Option("--json", help="print the plan JSON (schema 1)")] = False,
 ) -> None:
     """Show the budget: per device and service, weights/KV/compute/overhead, expert layers."""
-    from layoutgen.plan import to_json, to_text
-    from layoutgen.validate import validate_files
+    from layoutgen.solve.plan import to_json, to_text
+    from layoutgen.spec.validate import validate_files
 
     (result,) = validate_files([(spec, str(spec))])
     if result.validated is None:
@@ -153,9 +153,9 @@ def render(
     are kept.
     """
     from layoutgen.errors import LayoutgenError
-    from layoutgen.hostcheck import name_per_spec
-    from layoutgen.render import render as render_files
-    from layoutgen.validate import validate_files
+    from layoutgen.render.artifacts import render as render_files
+    from layoutgen.spec.hostcheck import name_per_spec
+    from layoutgen.spec.validate import validate_files
 
     if not specs and not forget:
         specs = sorted(Path("layouts").glob("*.yaml"))
@@ -209,8 +209,8 @@ def _write_out(
     what: str,
 ) -> int:
     """render's output half: write out/ (or compare it, for --check); the exit code."""
-    from layoutgen import outdir
     from layoutgen.errors import LayoutgenError
+    from layoutgen.render import outdir
 
     try:
         if check:
@@ -266,8 +266,8 @@ def diff(
     """Compare two versions of a layout: semantic summary, then file diffs. Exit 2 if changed."""
     import json
 
-    from layoutgen import diff as d
     from layoutgen.errors import InvalidInput, LayoutgenError
+    from layoutgen.render import diff as d
 
     if fmt not in ("text", "json"):
         print(f"error: --format {fmt!r}: use text or json", file=sys.stderr)
@@ -326,7 +326,7 @@ def calibrate(
     ] = False,
 ) -> None:
     """Write the buffer sizes a start-up log printed into the spec's 'measured' block."""
-    from layoutgen import calibrate as cal
+    from layoutgen.calibrate import command as cal
     from layoutgen.errors import InvalidInput, LayoutgenError
 
     try:
@@ -354,7 +354,7 @@ def calibrate(
         print(f"  {buf}: {sizes}", file=sys.stderr)
     # The sizes stay written even when the spec no longer validates: they are
     # what the runtime allocated, and the failure is what the user must see.
-    from layoutgen.validate import validate_files
+    from layoutgen.spec.validate import validate_files
 
     (result,) = validate_files([(spec, str(spec))])
     for diag in result.diagnostics:
@@ -380,7 +380,7 @@ def schema() -> None:
     """Print the JSON Schema of the spec (for editors and yaml-language-server)."""
     import json
 
-    from layoutgen.spec import json_schema
+    from layoutgen.spec.schema import json_schema
 
     print(json.dumps(json_schema(), indent=2, sort_keys=True))
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from layoutgen.override import Rule, apply
-from layoutgen.placement import expert_layer, loaded
-from layoutgen.validate import validate_file
+from layoutgen.solve.override import Rule, apply
+from layoutgen.solve.placement import expert_layer, loaded
+from layoutgen.spec.validate import validate_file
 
 from conftest import ROOT
 

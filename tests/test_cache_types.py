@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from layoutgen.argv import flash_attn
-from layoutgen.validate import validate_file
+from layoutgen.render.argv import flash_attn
+from layoutgen.spec.validate import validate_file
 
 from conftest import ROOT, run_cli
 from specs import VALID, write

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from layoutgen.calibrate.startlog import read_log
 from layoutgen.errors import InvalidInput
-from layoutgen.startlog import read_log
 
 from conftest import ROOT, run_cli
 

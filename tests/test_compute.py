@@ -1,4 +1,4 @@
-"""llama.cpp's compute-buffer estimate (layoutgen.compute), checked by its structure.
+"""llama.cpp's compute-buffer estimate (runtimes/llama_cpp/compute.py), by its structure.
 
 The expectations are reasoned from how llama.cpp builds and allocates the
 graph, not copied from the estimator: the KQ mask is n_kv x ubatch f16, so
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from layoutgen import compute
-from layoutgen.kvcache import KVSettings
-from layoutgen.profile import HParams
-from layoutgen.tensors import Tensor
+from layoutgen.models.profile import HParams
+from layoutgen.models.tensors import Tensor
+from layoutgen.runtimes.llama_cpp import compute
+from layoutgen.solve.kvcache import KVSettings
 
 MiB = 1 << 20
 DENSE = HParams(n_layer=4, n_embd=512, n_head=8, n_head_kv=2, key_length=64, n_ff=1024, vocab=1000)

@@ -33,7 +33,7 @@ MiB = 1 << 20
 #: up).  CUDA_Host holds graph inputs and is derived exactly but for the KV
 #: rotations' and positions' bounds; CUDA0 with every layer's experts resident is
 #: derived from the graph (DeepSeek-V3 +6.7..+8.8 %: MLA's qk_nope is not in the
-#: profile's hparams and is bounded, see layoutgen/compute.py); with experts on the
+#: profile's hparams and is bounded, see runtimes/llama_cpp/compute.py); with experts on the
 #: host, CUDA's op offload stages host expert weights through CUDA0 and the plan
 #: keeps a whole host expert layer for it (+22..+185 %)
 TOLERANCE = {

@@ -41,10 +41,10 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from layoutgen.errors import InvalidInput, LayoutgenError
-from layoutgen.plan import to_json, to_text
-from layoutgen.render import render
-from layoutgen.source import parse
-from layoutgen.validate import validate_document
+from layoutgen.render.artifacts import render
+from layoutgen.solve.plan import to_json, to_text
+from layoutgen.spec.source import parse
+from layoutgen.spec.validate import validate_document
 
 LAYOUTS = Path(__file__).resolve().parent.parent / "layouts"
 CASES = int(os.environ.get("LAYOUTGEN_FUZZ_CASES", "300"))

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from gguf import GGUFValueType
 
-from layoutgen.gguf_header import GGUFError, SkippedArray, read_header, read_model
-from layoutgen.inventory import inspect_model
+from layoutgen.models.gguf_header import GGUFError, SkippedArray, read_header, read_model
+from layoutgen.models.inventory import inspect_model
 
 from gguf_fixtures import Spec, write_model
 
@@ -136,7 +136,7 @@ def test_key_names_are_the_gguf_packages() -> None:
     """hparams reads gguf's constants module on its own; it is the same table."""
     import gguf
 
-    from layoutgen.hparams import gguf_keys
+    from layoutgen.models.hparams import gguf_keys
 
     keys = gguf_keys()
     assert keys.LLM.BLOCK_COUNT == gguf.Keys.LLM.BLOCK_COUNT == "{arch}.block_count"

@@ -9,8 +9,8 @@ from gguf import GGUFValueType
 from typer.testing import CliRunner
 
 from layoutgen.cli import app
-from layoutgen.inventory import inspect_model
-from layoutgen.profile import load_profile
+from layoutgen.models.inventory import inspect_model
+from layoutgen.models.profile import load_profile
 
 from gguf_fixtures import Spec, write_model
 

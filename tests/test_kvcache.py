@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from layoutgen.kvcache import (
+from layoutgen.models.profile import HParams, Profile, load_profile
+from layoutgen.solve.kvcache import (
     KVSettings,
     LayerCache,
     Runtime,
@@ -21,7 +22,6 @@ from layoutgen.kvcache import (
     streams,
     total_bytes,
 )
-from layoutgen.profile import HParams, Profile, load_profile
 
 MODELS = Path(__file__).resolve().parent.parent / "layouts" / "models"
 MiB = 2**20

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from layoutgen import outdir, swap
-from layoutgen.outdir import MANIFEST, OwnershipError, apply, check, write
+from layoutgen.render import outdir, swap
+from layoutgen.render.outdir import MANIFEST, OwnershipError, apply, check, write
 
 from conftest import run_cli
 

@@ -28,9 +28,9 @@ from pathlib import Path
 
 import pytest
 
-from layoutgen import outdir, swap
-from layoutgen.render import render
-from layoutgen.validate import validate_file
+from layoutgen.render import outdir, swap
+from layoutgen.render.artifacts import render
+from layoutgen.spec.validate import validate_file
 
 from conftest import ROOT
 

@@ -7,7 +7,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layoutgen.override import Rule, apply, expert_rule, expert_rules, number_alternation
+from layoutgen.solve.override import Rule, apply, expert_rule, expert_rules, number_alternation
 
 
 @settings(max_examples=300, deadline=None)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from layoutgen.placement import (
+from layoutgen.models.profile import Profile, load_profile
+from layoutgen.solve.placement import (
     host_buffer,
     ik_computed_wkv_b,
     ik_split_sizes,
@@ -13,7 +14,6 @@ from layoutgen.placement import (
     split_by_count,
     split_by_size,
 )
-from layoutgen.profile import Profile, load_profile
 
 from conftest import ROOT
 

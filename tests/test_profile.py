@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from layoutgen.errors import InvalidInput
-from layoutgen.profile import Profile, dump_profile, json_schema, load_profile
-from layoutgen.tensors import Folded
+from layoutgen.models.profile import Profile, dump_profile, json_schema, load_profile
+from layoutgen.models.tensors import Folded
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD = """\
@@ -67,7 +67,7 @@ def test_per_layer_lists_must_cover_every_layer(tmp_path: Path) -> None:
 
 def test_dump_loads_back_equal(tmp_path: Path) -> None:
     source = "line one\n  indented: {not yaml}\n\n# not a comment\n"
-    from layoutgen.profile import HParams
+    from layoutgen.models.profile import HParams
 
     profile = Profile(
         'n: "x"',

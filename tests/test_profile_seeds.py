@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from layoutgen.profile import Profile, load_profile
+from layoutgen.models.profile import Profile, load_profile
 
 MODELS = Path(__file__).resolve().parent.parent / "layouts" / "models"
 MiB, GiB = 2**20, 2**30

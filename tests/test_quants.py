@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from layoutgen.quants import IK, UnknownType, by_id, by_name, mainline, tensor_nbytes
+from layoutgen.models.quants import IK, UnknownType, by_id, by_name, mainline, tensor_nbytes
 
 
 @pytest.mark.parametrize(
@@ -60,7 +60,7 @@ def test_mainline_table_matches_the_installed_gguf_package() -> None:
     """The written-out mainline table is gguf's, type for type."""
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
-    from layoutgen.quants import MAINLINE
+    from layoutgen.models.quants import MAINLINE
 
     expected = {int(q.value): (q.name.lower(), *GGML_QUANT_SIZES[q]) for q in GGMLQuantizationType}
     got = {i: (q.name, q.block_size, q.type_size) for i, q in MAINLINE.items()}

@@ -7,7 +7,7 @@ import subprocess
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layoutgen.quoting import shell, shell_line, systemd
+from layoutgen.render.quoting import shell, shell_line, systemd
 
 NASTY = [
     r"^blk\.([3-8]|21|40)\.ffn_(up|gate|down|gate_up)_exps\.weight$=CUDA0",

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from layoutgen.quoting import systemd_line
-from layoutgen.validate import validate_file
+from layoutgen.render.quoting import systemd_line
+from layoutgen.spec.validate import validate_file
 
 from conftest import ROOT
 from realtools import (
@@ -113,7 +113,7 @@ def test_systemd_quoting_reads_back_as_the_same_argv(argv: list[str]) -> None:
 
 def _native_units() -> list[tuple[str, str]]:
     """Every systemd unit of a native server the example layouts render (in memory)."""
-    from layoutgen.render import render
+    from layoutgen.render.artifacts import render
 
     units: list[tuple[str, str]] = []
     for layout in LAYOUTS:
@@ -148,7 +148,7 @@ def test_native_units_are_sandboxed(path: str, text: str, tmp_path: Path) -> Non
 
 def test_a_native_unit_with_capabilities_and_exposed_stays_ok(tmp_path: Path) -> None:
     """The most open native unit a spec can ask for still scores "OK"."""
-    from layoutgen.render import render
+    from layoutgen.render.artifacts import render
 
     text = (ROOT / "layouts" / "tower-2x5060ti.yaml").read_text()
     text = text.replace(

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from layoutgen.outdir import MANIFEST, plan_changes, write
-from layoutgen.render import render
-from layoutgen.validate import validate_file
+from layoutgen.render.artifacts import render
+from layoutgen.render.outdir import MANIFEST, plan_changes, write
+from layoutgen.spec.validate import validate_file
 
 from conftest import ROOT, run_cli
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from layoutgen.roles import DEFAULTED, ROLES, explain, resolve
-from layoutgen.spec import ExpertsAuto, ExpertsGpu, ExpertsHost, Spec
+from layoutgen.spec.roles import DEFAULTED, ROLES, explain, resolve
+from layoutgen.spec.schema import ExpertsAuto, ExpertsGpu, ExpertsHost, Spec
 
 from specs import VALID
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from layoutgen.sizes import ACCEPTED, SizeError, format_size, parse_size
+from layoutgen.spec.sizes import ACCEPTED, SizeError, format_size, parse_size
 
 
 @pytest.mark.parametrize(

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from layoutgen.plan import Plan
-from layoutgen.validate import validate_file
+from layoutgen.solve.plan import Plan
+from layoutgen.spec.validate import validate_file
 
 from conftest import ROOT, run_cli
 
@@ -64,8 +64,8 @@ def test_ik_first_gpu_compute_counts_the_host_expert_copy() -> None:
 
 
 def test_ik_offload_copy_needs_host_experts_and_a_big_batch() -> None:
-    from layoutgen.placement import ik_offload_copy
-    from layoutgen.profile import load_profile
+    from layoutgen.models.profile import load_profile
+    from layoutgen.solve.placement import ik_offload_copy
 
     glm = load_profile(LAYOUTS / "models" / "glm-5.1-iq3_ks.yaml")
     # -muge fuses up+gate (1225 + 1225 MiB); without it the largest is down (1638 MiB)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ruamel.yaml import YAML
 
-from layoutgen.solve import heat_order, scenarios
-from layoutgen.spec import Spec
+from layoutgen.solve.solver import heat_order, scenarios
+from layoutgen.spec.schema import Spec
 
 from specs import VALID
 
@@ -57,7 +57,7 @@ def test_too_many_scenarios_are_refused_before_they_are_enumerated() -> None:
     """k independent conflicting pairs make 2**k scenarios: 7 pairs (128) are refused."""
     import pytest
 
-    from layoutgen.solve import MAX_SCENARIOS, DoesNotFit
+    from layoutgen.solve.solver import MAX_SCENARIOS, DoesNotFit
 
     data = YAML(typ="safe").load(VALID)
     base = data["services"]["worker0"]

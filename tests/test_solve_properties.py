@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from layoutgen.errors import InvalidInput
-from layoutgen.placement import loaded
-from layoutgen.plan import to_json
-from layoutgen.profile import load_profile
-from layoutgen.source import parse
-from layoutgen.validate import Validated, validate_document
+from layoutgen.models.profile import load_profile
+from layoutgen.solve.placement import loaded
+from layoutgen.solve.plan import to_json
+from layoutgen.spec.source import parse
+from layoutgen.spec.validate import Validated, validate_document
 
 from conftest import ROOT
 

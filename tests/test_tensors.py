@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from layoutgen.tensors import (
+from layoutgen.models.tensors import (
     LayerSetError,
     Tensor,
     expand_name,

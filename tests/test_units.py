@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from layoutgen.render import render
-from layoutgen.source import parse
-from layoutgen.units import QUADLET_SINCE, RenderError
-from layoutgen.validate import validate_document, validate_file
+from layoutgen.render.artifacts import render
+from layoutgen.render.units import QUADLET_SINCE, RenderError
+from layoutgen.spec.source import parse
+from layoutgen.spec.validate import validate_document, validate_file
 
 from conftest import ROOT, run_cli
 

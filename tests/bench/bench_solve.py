@@ -13,12 +13,12 @@ import statistics
 import time
 from typing import Any
 
-from layoutgen.profile import HParams, Profile
-from layoutgen.quants import tensor_nbytes
-from layoutgen.roles import resolve
-from layoutgen.solve import solve
-from layoutgen.spec import Spec
-from layoutgen.tensors import Folded
+from layoutgen.models.profile import HParams, Profile
+from layoutgen.models.quants import tensor_nbytes
+from layoutgen.models.tensors import Folded
+from layoutgen.solve.solver import solve
+from layoutgen.spec.roles import resolve
+from layoutgen.spec.schema import Spec
 
 RUNS = 15
 

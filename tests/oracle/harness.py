@@ -132,7 +132,7 @@ class Run:
     device_buffer: dict[str, str] = field(default_factory=dict)
 
 
-# Read here with a regex of its own, not layoutgen.calibrate's reader, so the
+# Read here with a regex of its own, not layoutgen.calibrate.command's reader, so the
 # oracle stays an independent check of calibrate too (tests/test_calibrate.py).
 _SIZE = re.compile(r"(\S+) +(model|KV|compute) buffer size = +([0-9.]+) MiB")
 _LAYER = re.compile(r"load_tensors: layer +(\d+) assigned to device (\S+?),")

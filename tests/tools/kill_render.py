@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from layoutgen import outdir, swap
 from layoutgen.errors import LayoutgenError
+from layoutgen.render import outdir, swap
 
 
 def main(argv: list[str]) -> int:

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from layoutgen.profile import HParams, Profile, dump_profile
-from layoutgen.quants import tensor_nbytes
-from layoutgen.tensors import Tensor, fold
+from layoutgen.models.profile import HParams, Profile, dump_profile
+from layoutgen.models.quants import tensor_nbytes
+from layoutgen.models.tensors import Tensor, fold
 
 OUT = Path(__file__).resolve().parents[2] / "layouts" / "models"
 Recipe = Callable[[str], str]
@@ -153,7 +153,7 @@ n_layer_dense_lead 3). key/value_length: MLA head sizes 192+64 / 256 are from th
 attn_q_b (2048 -> 64*256) and attn_v_b shapes; written as 256/256 (K = 192 nope + 64 rope).
 Routed experts, from the seed: gate_exps 1225 MiB and down_exps 1638 MiB per layer are
 exactly iq3_ks (gate/up) and iq4_ks (down) in ik_llama.cpp's type table
-(layoutgen/quants.py); seed 001's CUDA_Host 307110.47 MiB with all experts on the host
+(layoutgen/models/quants.py); seed 001's CUDA_Host 307110.47 MiB with all experts on the host
 equals 75 layers (blk.3-77) x 4088 MiB + token_embd as iq4_k (535265280 B) exactly, so
 token_embd is iq4_k and blk.78 (nextn) is not loaded by ik_llama.cpp (ubergarm's model
 card: "unused blk.78/indexer/nextn tensors").

@@ -1,0 +1,1 @@
+"""Calibrating: buffer sizes from a runtime's start-up log, written into the spec."""

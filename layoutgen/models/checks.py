@@ -1,0 +1,152 @@
+"""Checks that need the model: a service's settings against its model profile.
+
+The spec alone cannot tell that layer 1 of GLM-5.1 is dense (it has no
+experts to place), that mainline llama.cpp cannot load IQ3_KS tensors, or
+that a slot's context exceeds what the model was trained for.  Pure: spec,
+resolved services and loaded profiles in, problems out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+
+from layoutgen.errors import Problem, Severity
+from layoutgen.models import quants
+from layoutgen.models.profile import Profile
+from layoutgen.models.tensors import format_layers
+from layoutgen.render.argv import flash_attn, flash_attn_arg
+from layoutgen.solve.kvcache import v_cache_needs_flash_attn
+from layoutgen.spec.roles import ResolvedService
+from layoutgen.spec.schema import ExpertsExplicit, ExpertsNCpuMoe, Spec
+
+_EXPERT = re.compile(r"^blk\.(\d+)\.ffn_(?:up|gate|down)_exps\.weight$")
+
+
+def expert_layers(profile: Profile) -> frozenset[int]:
+    """Layers that hold routed-expert tensors (``blk.N.ffn_{up,gate,down}_exps``)."""
+    out: set[int] = set()
+    for tensor in profile.tensors():
+        m = _EXPERT.match(tensor.name)
+        if m:
+            out.add(int(m.group(1)))
+    return frozenset(out)
+
+
+def ik_only_types(profile: Profile) -> list[str]:
+    """Tensor types only ik_llama.cpp can load, sorted."""
+    mainline = {q.name for q in quants.MAINLINE.values()}
+    return sorted({t.type for t in profile.entries if t.type.lower() not in mainline})
+
+
+def check_models(
+    spec: Spec, services: tuple[ResolvedService, ...], profiles: Mapping[str, Profile]
+) -> list[Problem]:
+    experts_of = {mid: expert_layers(p) for mid, p in profiles.items()}
+    return [
+        problem
+        for rs in services
+        if rs.service.model in profiles
+        for problem in _service(spec, rs, profiles[rs.service.model], experts_of[rs.service.model])
+    ]
+
+
+def _service(
+    spec: Spec, rs: ResolvedService, profile: Profile, layers: frozenset[int]
+) -> Iterator[Problem]:
+    base, name, mid = ("services", rs.name), rs.name, rs.service.model
+    runtime = spec.runtimes.get(rs.service.runtime)
+    if runtime is not None and runtime.kind == "llama.cpp":
+        ik_types = ik_only_types(profile)
+        if ik_types:
+            yield Problem(
+                (*base, "runtime"),
+                f"services.{name}.runtime: model {mid!r} has "
+                f"ik_llama.cpp tensor types ({', '.join(ik_types)}) that llama.cpp "
+                "cannot load; use an ik_llama.cpp runtime",
+            )
+    experts, written = rs.experts, rs.origins["experts"].source == "spec"
+    if isinstance(experts, ExpertsExplicit):
+        for gpu, wanted in sorted(experts.layers.items()):
+            missing = sorted(set(wanted) - layers)
+            if missing:
+                known = _spec_form(layers) or "none"
+                verb = "has" if len(missing) == 1 else "have"
+                yield Problem(
+                    (*base, "experts", "layers", gpu),
+                    f"services.{name}.experts.layers.{gpu}: {_layers(missing)} {verb} no "
+                    f"routed experts in model {mid!r} (expert layers: {known})",
+                )
+    elif isinstance(experts, ExpertsNCpuMoe) and not layers:
+        yield Problem(
+            (*base, "experts"),
+            f"services.{name}.experts: model {mid!r} has no routed experts; remove 'experts'",
+        )
+    elif written and not layers and experts.mode in ("auto", "host"):
+        yield Problem(
+            (*base, "experts"),
+            f"services.{name}.experts: model {mid!r} has no "
+            f"routed experts, so 'experts: {experts.mode}' has no effect",
+            Severity.WARNING,
+        )
+    if runtime is not None:
+        yield from _cache_types(rs, runtime.kind, profile)
+    trained = profile.hparams.n_ctx_train
+    per_slot = rs.service.ctx // rs.parallel
+    if trained and per_slot > trained:
+        yield Problem(
+            (*base, "ctx"),
+            f"services.{name}.ctx: {per_slot} tokens per slot exceed "
+            f"the {trained} model {mid!r} was trained for; quality may drop unless "
+            "the runtime extends context (RoPE scaling)",
+            Severity.WARNING,
+        )
+
+
+def _cache_types(rs: ResolvedService, runtime: str, profile: Profile) -> Iterator[Problem]:
+    """Cache types the runtime refuses at start-up, found before anything is sized."""
+    name, k, v = rs.name, rs.cache_type_k, rs.cache_type_v
+    where = ("services", name, "cache_type_v")
+    if runtime == "llama.cpp" and profile.hparams.kv_lora_rank and k != v:
+        # llama-context.cpp (build 11434): "model does not support different K
+        # (%s) and V (%s) cache types" for every MLA model
+        yield Problem(
+            where,
+            f"services.{name}.cache_type_v: llama.cpp refuses different K ({k}) and V ({v}) "
+            f"cache types for an MLA model ({profile.arch}); write cache_type_v: {k}",
+        )
+    hp = profile.hparams
+    if (
+        runtime == "ik_llama.cpp"
+        and hp.recurrent_layers
+        and not (hp.ssm_group_count and hp.ssm_time_step_rank)
+    ):
+        # kvcache._state models ik's packed conv + delta-net state only
+        yield Problem(
+            ("services", name, "runtime"),
+            f"services.{name}.runtime: model {rs.service.model!r} has recurrent layers that "
+            "are not qwen3next-style (no ssm group count or time-step rank), whose state "
+            "layoutgen cannot size on ik_llama.cpp; use a llama.cpp runtime",
+        )
+    if not flash_attn(rs) and v_cache_needs_flash_attn(runtime, v):
+        told = flash_attn_arg(rs) is not None
+        why = (
+            "its args turn flash attention off"
+            if told
+            else "it runs on the CPU alone, where layoutgen renders -fa off"
+        )
+        yield Problem(
+            where,
+            f"services.{name}.cache_type_v: {runtime} refuses a {v} V cache without flash "
+            f"attention, and {why}; write cache_type_v: f16, or "
+            + ("'-fa', 'on' in args" if told else "add '-fa', 'on' to args"),
+        )
+
+
+def _spec_form(numbers: Iterable[int]) -> str:
+    """[3, 4, 5, 9] -> '3-5, 9', as a spec writes layer lists."""
+    return format_layers(numbers, sep="-", join=", ")
+
+
+def _layers(numbers: list[int]) -> str:
+    return ("layer " if len(numbers) == 1 else "layers ") + _spec_form(numbers)

@@ -1,0 +1,1 @@
+"""Rendering a solved spec: argv, podman scripts, quadlet and systemd units, out/."""

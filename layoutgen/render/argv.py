@@ -1,0 +1,141 @@
+"""The server command line that makes the runtime allocate exactly the plan.
+
+Every decision layoutgen made is pinned in the argv, so the runtime cannot
+re-place anything on its own (DESIGN §7): an explicit ``-ngl``, ``-sm layer``
+with ``-ts`` set to the shares the plan split layers by, ``-fa``, mainline's
+``-fit off`` (recent llama.cpp re-fits placement by default; it also took
+``-lm mlock`` for ``--mlock``), and the expert
+placement as compact ``-ot`` rules placed *before* ``--cpu-moe`` (mainline
+applies overrides in argument order; ik_llama.cpp always puts its CPU-MoE
+rules after the user's).  Passthrough ``args`` come last.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+from layoutgen.solve.override import expert_rules
+from layoutgen.solve.plan import ServicePlan
+from layoutgen.spec.roles import ResolvedService
+from layoutgen.spec.schema import ExpertsHost, ExpertsNCpuMoe, Rpc, Spec
+
+MODELS_DIR = PurePosixPath("/models")
+#: where a container finds its API key file (podman secret or mounted host file)
+API_KEY_PATH = "/run/secrets/api-key"
+
+
+def flash_attn_arg(rs: ResolvedService) -> str | None:
+    """The value of the last ``-fa``/``--flash-attn`` in passthrough args, if any."""
+    value = None
+    args = rs.service.args
+    for i, arg in enumerate(args):
+        if arg in ("-fa", "--flash-attn") and i + 1 < len(args):
+            value = args[i + 1]
+    return value
+
+
+def flash_attn(rs: ResolvedService) -> bool:
+    """Whether the server runs with flash attention: the one answer argv and sizing share.
+
+    The user's ``-fa`` decides (``auto`` counts as on: both runtimes enable
+    it where the backend supports it, and llama.cpp does for a quantized V
+    cache); otherwise layoutgen renders ``-fa on`` with GPUs and ``-fa off``
+    on the CPU alone.
+    """
+    value = flash_attn_arg(rs)
+    if value is None:
+        return bool(rs.gpus)
+    return value not in ("off", "0", "false")
+
+
+def model_path(spec: Spec, rs: ResolvedService) -> str:
+    """Where the server finds the GGUF: under /models/<id>/ in a container, else on the host."""
+    runtime = spec.runtimes[rs.service.runtime]
+    path = PurePosixPath(spec.models[rs.service.model].path)
+    if runtime.image is None:
+        return str(path)
+    return str(MODELS_DIR / rs.service.model / path.name)
+
+
+def server_argv(
+    spec: Spec, rs: ResolvedService, plan: ServicePlan, shares: tuple[int, ...]
+) -> tuple[str, ...]:
+    svc = rs.service
+    kind = spec.runtimes[svc.runtime].kind
+    argv = ["llama-server", "-m", model_path(spec, rs)]
+    argv += ["-c", str(svc.ctx), "-np", str(rs.parallel)]
+    argv += ["-ctk", rs.cache_type_k, "-ctv", rs.cache_type_v]
+    argv += ["-b", str(rs.batch), "-ub", str(rs.ubatch)]
+    if rs.threads is not None:
+        argv += ["-t", str(rs.threads)]
+    if rs.threads_batch is not None:
+        argv += ["-tb", str(rs.threads_batch)]
+    endpoints = [rpc.endpoint for rpc in rpc_devices(spec, rs)]
+    if endpoints:
+        # before -ot: llama.cpp resolves -ot buffer names as it parses arguments
+        argv += ["--rpc", ",".join(endpoints)]
+    argv += ["-ngl", "999" if rs.gpus else "0"]
+    if len(rs.gpus) > 1:
+        argv += ["-sm", "layer", "-ts", ",".join(str(s) for s in shares)]
+    if kind == "llama.cpp":
+        argv += ["-fit", "off"]
+    if flash_attn_arg(rs) is None:
+        argv += ["-fa", "on" if flash_attn(rs) else "off"]
+    argv += _experts(rs, plan)
+    if rs.mlock:
+        # llama.cpp replaced --mlock/--no-mmap with -lm/--load-mode (mlock: read into
+        # RAM and lock it, no mmap); ik_llama.cpp keeps --mlock
+        argv += ["-lm", "mlock"] if kind == "llama.cpp" else ["--mlock"]
+    if rs.reasoning is False:
+        argv += ["--reasoning-budget", "0"] if kind == "ik_llama.cpp" else ["-rea", "off"]
+    argv += ["--host", _bind(spec, rs), "--port", str(svc.port)]
+    key = svc.api_key
+    if key is not None and (key.secret is not None or key.file is not None):
+        inside = spec.runtimes[svc.runtime].image is not None
+        argv += ["--api-key-file", API_KEY_PATH if inside else str(key.file)]
+    argv += list(svc.args)
+    return tuple(argv)
+
+
+def rpc_devices(spec: Spec, rs: ResolvedService) -> list[Rpc]:
+    """The service's rpc devices in ``--rpc`` order (spec order; see footprint.device_order)."""
+    return [g.rpc for g in spec.host.gpus if g.rpc is not None and g.id in rs.gpus]
+
+
+def _bind(spec: Spec, rs: ResolvedService) -> str:
+    """The address the server listens on.
+
+    A native server binds 127.0.0.1 (0.0.0.0 only with ``expose``).  In a
+    container it must listen on the container's own interfaces, or podman's
+    port forwarding cannot reach it; who may connect is decided by the
+    publish address on the host (``127.0.0.1:PORT:PORT`` unless ``expose``).
+    """
+    if spec.runtimes[rs.service.runtime].image is not None:
+        return "0.0.0.0"
+    return "0.0.0.0" if rs.service.expose else "127.0.0.1"
+
+
+def _experts(rs: ResolvedService, plan: ServicePlan) -> list[str]:
+    mode = rs.experts
+    if not rs.gpus:
+        return []
+    if isinstance(mode, ExpertsHost):
+        return ["--cpu-moe"]
+    if isinstance(mode, ExpertsNCpuMoe):
+        return ["--n-cpu-moe", str(mode.n)]
+    host_layers = plan.expert_layers.get("host", ())
+    buffer_of = {dev: buf for buf, dev in plan.device_of.items() if dev != "host"}
+    moved: dict[str, list[int]] = {}
+    for dev, layers in plan.expert_layers.items():
+        if dev == "host":
+            continue
+        buf = buffer_of[dev]
+        # With --cpu-moe every GPU expert layer needs its rule; without it, only
+        # layers whose experts sit on another GPU than their attention.
+        keep = [n for n in layers if host_layers or plan.layer_buffer.get(n) != buf]
+        if keep:
+            moved[buf] = keep
+    out: list[str] = []
+    for rule in expert_rules(moved):
+        out += ["-ot", rule.arg()]
+    return [*out, "--cpu-moe"] if host_layers else out

@@ -1,0 +1,442 @@
+"""What each service's units say, as data: the podman options, quadlet keys and systemd keys.
+
+Rendering is split in two: this module decides *what* goes into the files
+(pure data, every argument already quoted for its format), the templates
+only lay it out.  Conventions (DESIGN §7): ports published on 127.0.0.1
+unless ``expose``; GPUs by CDI name; the model's directory mounted
+read-only with a shared label (``:ro,z``, so several containers can use
+it); no new privileges and every capability dropped but those the spec
+grants; unlimited memlock when the service pins host memory; a health
+check on ``/health``; services sharing a GPU start one after another in the
+solver's order, each after the previous is healthy; ``Restart=on-failure``
+with a start limit; a start timeout that covers the model's load.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from layoutgen.errors import LayoutgenError
+from layoutgen.render import quoting, sandbox
+from layoutgen.render.argv import API_KEY_PATH, MODELS_DIR, rpc_devices
+from layoutgen.solve.plan import Plan, ServicePlan
+from layoutgen.spec.checks import LOOPBACK, conflicting
+from layoutgen.spec.roles import ResolvedService
+from layoutgen.spec.schema import Rpc, Service, Spec
+
+#: podman version that introduced each quadlet [Container] key we write (podlet's
+#: per-version tables and podman's release notes; HealthCmd/PodmanArgs taken as 4.5,
+#: the safe side; every key checked against podman 5.4.2's quadlet by the tests).
+QUADLET_SINCE: dict[str, tuple[int, int]] = {
+    "Image": (4, 4),
+    "ContainerName": (4, 4),
+    "Exec": (4, 4),
+    "AddDevice": (4, 4),
+    "PublishPort": (4, 4),
+    "Volume": (4, 4),
+    "Environment": (4, 4),
+    "NoNewPrivileges": (4, 4),
+    "DropCapability": (4, 4),
+    "AddCapability": (4, 4),
+    "EnvironmentFile": (4, 4),
+    "Secret": (4, 5),
+    "HealthCmd": (4, 5),
+    "HealthInterval": (4, 5),
+    "HealthStartPeriod": (4, 5),
+    "PodmanArgs": (4, 5),
+    "Ulimit": (4, 7),
+    "Notify=healthy": (5, 0),
+}
+#: podman flags for keys a target version lacks (written through PodmanArgs=).
+PODMAN_FLAG = {
+    "Secret": "--secret",
+    "Ulimit": "--ulimit",
+    "HealthCmd": "--health-cmd",
+    "HealthInterval": "--health-interval",
+    "HealthStartPeriod": "--health-start-period",
+}
+
+
+class RenderError(LayoutgenError):
+    """A spec that cannot be rendered for its target (e.g. a quadlet key too new)."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One service's rendered content, every value quoted for its target format."""
+
+    name: str
+    description: str
+    image: str | None
+    podman_options: tuple[str, ...]  # for `podman run`, shell-quoted, one per line
+    command: tuple[str, ...]  # the container command (or native argv), shell-quoted
+    quadlet: dict[str, list[tuple[str, str]]]  # section -> key/value lines
+    service: dict[str, list[tuple[str, str]]]  # plain systemd unit
+
+
+def _version(text: str) -> tuple[int, int]:
+    major, minor = text.split(".")[:2]
+    return int(major), int(minor)
+
+
+def timeout_start(plan: ServicePlan) -> int:
+    """Seconds to allow for a load: 2 min, plus 2 s per GiB of weights.
+
+    Seed 001 pinned 300 GB of host memory in ~50 s; reading 320 GiB from disk
+    at ~0.5-1 GB/s takes several minutes, which this covers.
+    """
+    gib = sum(p.weights + p.created for p in plan.buffers.values()) / 2**30
+    return 120 + int(2 * gib)
+
+
+def _pinned(spec: Spec, rs: ResolvedService, sp: ServicePlan) -> bool:
+    return rs.mlock or any(
+        name == "CUDA_Host" and part.weights for name, part in sp.buffers.items()
+    )
+
+
+def build(spec: Spec, plan: Plan, services: tuple[ResolvedService, ...]) -> list[Unit]:
+    by_name = {rs.name: rs for rs in services}
+    clash = conflicting(spec)
+    after = _start_after(spec, plan, by_name, clash)
+    rpc_here = {g.id for g in spec.host.gpus if g.rpc is not None and _serves(spec, g.rpc)}
+    rank = {name: i for i, name in enumerate(plan.order)}
+    units = []
+    for sp in plan.services:
+        rs = by_name[sp.name]
+        wants = [f"{n}.service" for n in after[sp.name]]
+        wants += [f"{rpc_unit_name(g)}.service" for g in sorted(rpc_here & set(rs.gpus))]
+        others = sorted(clash[sp.name], key=lambda n: (rank.get(n, len(rank)), n))
+        # Conflicts= both ways; After= one way only (the later in the solver's
+        # order), which is enough for systemd to stop the one before starting
+        # the other, so their VRAM is never claimed twice, without a cycle.
+        earlier = [n for n in others if (rank.get(n, 0), n) < (rank.get(sp.name, 0), sp.name)]
+        deps = _Deps(wants, [f"{n}.service" for n in others], [f"{n}.service" for n in earlier])
+        units.append(_unit(spec, rs, sp, deps))
+    return units
+
+
+@dataclass(frozen=True)
+class _Deps:
+    """A unit's relations: wanted and ordered after; conflicting; ordered after only."""
+
+    wants: list[str]
+    conflicts: list[str]
+    after_only: list[str]
+
+
+def rpc_unit_name(gpu_id: str) -> str:
+    return f"rpc-{gpu_id}"
+
+
+def _serves(spec: Spec, rpc: Rpc) -> bool:
+    return rpc.served_by is None or rpc.served_by == spec.host.name
+
+
+def rpc_units(spec: Spec) -> list[tuple[str, Unit]]:
+    """(serving host, unit) for every rpc device: a native ``ggml-rpc-server``.
+
+    It binds the endpoint's address (127.0.0.1 unless the spec says otherwise;
+    validate warns otherwise: the protocol has no authentication) and exports
+    exactly the one device the spec names (``-d``), so its buffer is
+    ``RPC0[HOST:PORT]`` on the client.  Clients on the same host start after it.
+    """
+    out: list[tuple[str, Unit]] = []
+    for gpu in spec.host.gpus:
+        rpc = gpu.rpc
+        if rpc is None:
+            continue
+        address, _, port = rpc.endpoint.rpartition(":")
+        argv = [rpc.binary, "-H", address.strip("[]"), "-p", port, "-d", rpc.device]
+        description = (
+            f"layoutgen: ggml-rpc-server for {gpu.id} ({rpc.device} on {rpc.endpoint}; "
+            "never expose it to an open network)"
+        )
+        loopback = address in LOOPBACK
+        service: dict[str, list[tuple[str, str]]] = {
+            "Unit": [
+                ("Description", description),
+                ("After", "network-online.target"),
+                ("Wants", "network-online.target"),
+                ("StartLimitIntervalSec", "15min"),
+                ("StartLimitBurst", "3"),
+            ],
+            "Service": [
+                ("Type", "exec"),
+                ("ExecStart", quoting.systemd_line(argv)),
+                ("Environment", "CUDA_DEVICE_ORDER=PCI_BUS_ID"),
+                *sandbox.hardening(
+                    gpu=rpc.device != "CPU", capabilities=(), open_network=not loopback
+                ),
+                ("ExecStartPost", quoting.systemd_line(tcp_wait(address.strip("[]"), port))),
+                ("Restart", "on-failure"),
+                ("RestartSec", "10s"),
+                ("TimeoutStartSec", "60s"),
+            ],
+            "Install": [("WantedBy", "multi-user.target")],
+        }
+        unit = Unit(
+            name=rpc_unit_name(gpu.id),
+            description=description,
+            image=None,
+            podman_options=(),
+            command=tuple(_arg_lines(argv)),
+            quadlet={},
+            service=_checked(service),
+        )
+        out.append((rpc.served_by or spec.host.name, unit))
+    return out
+
+
+def _start_after(
+    spec: Spec, plan: Plan, by_name: dict[str, ResolvedService], clash: dict[str, set[str]]
+) -> dict[str, list[str]]:
+    """Each service's predecessors: the previous one on each shared GPU, plus ``after``.
+
+    A service never waits for one it conflicts with (they never run together):
+    on a shared GPU it follows the latest earlier service it can run beside.
+    """
+    out: dict[str, list[str]] = {n: list(by_name[n].service.after) for n in by_name}
+    on_gpu: dict[str, list[str]] = {}
+    for name in plan.order:
+        for gpu in sorted(by_name[name].gpus):
+            earlier = [p for p in on_gpu.get(gpu, []) if p not in clash[name]]
+            if earlier and earlier[-1] not in out[name]:
+                out[name].append(earlier[-1])
+            on_gpu.setdefault(gpu, []).append(name)
+    return {n: sorted(v) for n, v in out.items()}
+
+
+def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit:
+    svc = rs.service
+    runtime = spec.runtimes[svc.runtime]
+    model_path = PurePosixPath(spec.models[svc.model].path)
+    index = {g.id: g.index for g in spec.host.gpus}
+    pinned = _pinned(spec, rs, sp)
+    health = f"curl -fsS http://127.0.0.1:{svc.port}/health"
+    timeout = timeout_start(sp)
+    description = f"layoutgen: {rs.name} ({svc.role}, model {svc.model})"
+    publish = f"{'0.0.0.0' if svc.expose else '127.0.0.1'}:{svc.port}:{svc.port}"
+    volume = f"{model_path.parent}:{MODELS_DIR / svc.model}:ro,z"
+    local = sorted(i for i in (index[g] for g in rs.gpus) if i is not None)  # rpc: None
+    devices = [f"nvidia.com/gpu={i}" for i in local]
+    caps = list(svc.capabilities)
+
+    options = ["--rm", "--name", rs.name]
+    for dev in devices:
+        options += ["--device", dev]
+    options += ["--env", "CUDA_DEVICE_ORDER=PCI_BUS_ID"]
+    options += ["--publish", publish, "--volume", volume]
+    options += [flag for key, value in _api_key(svc) for flag in (PODMAN_OPTION[key], value)]
+    options += ["--security-opt", "no-new-privileges", "--cap-drop", "all"]
+    for cap in caps:
+        options += ["--cap-add", cap]
+    if pinned:
+        options += ["--ulimit", "memlock=-1:-1"]
+    options += [
+        "--health-cmd",
+        health,
+        "--health-interval",
+        "10s",
+        "--health-start-period",
+        f"{timeout}s",
+    ]
+
+    command = list(sp.argv[1:]) if runtime.image else [runtime.binary or "", *sp.argv[1:]]
+    unit_section = [("Description", description)]
+    unit_section += [("After", " ".join(["network-online.target", *deps.wants]))]
+    unit_section += [("Wants", " ".join(["network-online.target", *deps.wants]))]
+    if deps.conflicts:
+        unit_section += [("Conflicts", " ".join(deps.conflicts))]
+    if deps.after_only:
+        unit_section += [("After", " ".join(deps.after_only))]
+    unit_section += [("StartLimitIntervalSec", "15min"), ("StartLimitBurst", "3")]
+    service_common = [
+        ("Restart", "on-failure"),
+        ("RestartSec", "10s"),
+        ("TimeoutStartSec", f"{timeout}s"),
+    ]
+
+    quadlet: dict[str, list[tuple[str, str]]] = {"Unit": unit_section}
+    if runtime.image is not None:
+        quadlet["Container"] = _container(
+            spec, rs, runtime.image, devices, publish, volume, caps, pinned, health, timeout, sp
+        )
+        quadlet["Service"] = service_common + _readiness(spec, svc.port, quadlet["Container"])
+        quadlet["Install"] = [("WantedBy", "default.target")]
+
+    service: dict[str, list[tuple[str, str]]] = {"Unit": unit_section}
+    if runtime.image is not None:
+        podman = ["/usr/bin/podman", "run", *options, runtime.image, *sp.argv[1:]]
+        service["Service"] = [
+            ("Type", "exec"),
+            ("ExecStart", quoting.systemd_line(podman)),
+            ("ExecStop", quoting.systemd_line(["/usr/bin/podman", "stop", "-t", "30", rs.name])),
+            *_wait(svc.port),
+            *service_common,
+        ]
+    else:
+        native = [runtime.binary or "", *sp.argv[1:]]
+        peers = [rpc.endpoint.rpartition(":")[0] for rpc in rpc_devices(spec, rs)]
+        addresses = [sandbox.peer_address(p) for p in peers if p not in LOOPBACK]
+        service["Service"] = [
+            ("Type", "exec"),
+            ("ExecStart", quoting.systemd_line(native)),
+            *sandbox.hardening(
+                gpu=bool(rs.gpus),
+                capabilities=svc.capabilities,
+                open_network=svc.expose or None in addresses,
+                peers=tuple(a for a in addresses if a is not None),
+            ),
+            *[(k, v) for k, v in _api_key(svc) if k == "EnvironmentFile"],
+            *([("LimitMEMLOCK", "infinity")] if pinned else []),
+            *_wait(svc.port),
+            *service_common,
+        ]
+    service["Install"] = [("WantedBy", "multi-user.target")]
+    return Unit(
+        name=rs.name,
+        description=description,
+        image=runtime.image,
+        podman_options=tuple(_arg_lines(options)),
+        command=tuple(_arg_lines(command)),
+        quadlet=_checked(quadlet),
+        service=_checked(service),
+    )
+
+
+#: Keys whose values are command lines, quoted by quoting.systemd_line.
+COMMAND_KEYS = {"Exec", "ExecStart", "ExecStop", "ExecStartPost", "PodmanArgs"}
+
+
+def _checked(sections: dict[str, list[tuple[str, str]]]) -> dict[str, list[tuple[str, str]]]:
+    """Every value that is not a command line must read back as written (quoting.unit_value)."""
+    for lines in sections.values():
+        for key, value in lines:
+            if key not in COMMAND_KEYS:
+                quoting.unit_value(value)
+    return sections
+
+
+#: podman run options for the quadlet keys _api_key returns.
+PODMAN_OPTION = {"Secret": "--secret", "Volume": "--volume", "EnvironmentFile": "--env-file"}
+
+
+def _api_key(svc: Service) -> list[tuple[str, str]]:
+    """The API key reaches the server as a file or environment, never as an argument."""
+    key = svc.api_key
+    if key is None:
+        return []
+    if key.secret is not None:
+        return [("Secret", f"{key.secret},type=mount,target={API_KEY_PATH}")]
+    if key.file is not None:
+        return [("Volume", f"{key.file}:{API_KEY_PATH}:ro,z")]
+    return [("EnvironmentFile", key.env_file or "")]
+
+
+def _arg_lines(argv: list[str]) -> list[str]:
+    """A flag and its value on one line (``-c 32768``, ``--name grandpa``), shell-quoted."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i].startswith("-") and i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            out.append(f"{quoting.shell(argv[i])} {quoting.shell(argv[i + 1])}")
+            i += 2
+        else:
+            out.append(quoting.shell(argv[i]))
+            i += 1
+    return out
+
+
+def _container(
+    spec: Spec,
+    rs: ResolvedService,
+    image: str,
+    devices: list[str],
+    publish: str,
+    volume: str,
+    caps: list[str],
+    pinned: bool,
+    health: str,
+    timeout: int,
+    sp: ServicePlan,
+) -> list[tuple[str, str]]:
+    if spec.host.podman is None:
+        raise RenderError(
+            "host.podman is not set: write the podman version the host runs "
+            '(podman --version), e.g. podman: "5.4"; it decides which quadlet keys exist'
+        )
+    target = _version(spec.host.podman)
+    keys: list[tuple[str, str]] = [("ContainerName", rs.name), ("Image", image)]
+    keys += [("AddDevice", d) for d in devices]
+    keys += [("Environment", "CUDA_DEVICE_ORDER=PCI_BUS_ID")]
+    keys += [("PublishPort", publish), ("Volume", volume)]
+    keys += _api_key(rs.service)
+    keys += [("NoNewPrivileges", "true"), ("DropCapability", "all")]
+    keys += [("AddCapability", c) for c in caps]
+    if pinned:
+        keys.append(("Ulimit", "memlock=-1:-1"))
+    keys += [("HealthCmd", health), ("HealthInterval", "10s"), ("HealthStartPeriod", f"{timeout}s")]
+    if target >= QUADLET_SINCE["Notify=healthy"]:
+        keys.append(("Notify", "healthy"))
+    keys.append(("Exec", quoting.systemd_line(sp.argv[1:])))
+    return _fit_version(keys, target)
+
+
+def _fit_version(keys: list[tuple[str, str]], target: tuple[int, int]) -> list[tuple[str, str]]:
+    """Keys the target podman knows; newer ones through PodmanArgs=, or an error."""
+    out: list[tuple[str, str]] = []
+    extra: list[str] = []
+    too_new: list[str] = []
+    for key, value in keys:
+        since = QUADLET_SINCE.get(key, (0, 0))
+        if target >= since:
+            out.append((key, value))
+        elif key in PODMAN_FLAG and target >= QUADLET_SINCE["PodmanArgs"]:
+            extra += [PODMAN_FLAG[key], value]
+        elif f"{key}=" not in " ".join(too_new):
+            too_new.append(f"{key}= needs {since[0]}.{since[1]}")
+    if too_new:
+        raise RenderError(
+            f"podman {target[0]}.{target[1]} (host.podman) is too old for quadlet keys this "
+            f"layout needs: {', '.join(too_new)}; raise host.podman if the host has a newer "
+            "podman, or render plain systemd units (systemd/) only"
+        )
+    if extra:
+        out.append(("PodmanArgs", quoting.systemd_line(extra)))
+    return out
+
+
+def _readiness(spec: Spec, port: int, container: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Without Notify=healthy, a unit counts as started once /health answers."""
+    if ("Notify", "healthy") in container:
+        return []
+    return _wait(port)
+
+
+def _wait(port: int) -> list[tuple[str, str]]:
+    return [("ExecStartPost", quoting.systemd_line(health_wait(port)))]
+
+
+def health_wait(port: int) -> list[str]:
+    """Wait until ``/health`` answers 200, with curl alone: no shell reads any value.
+
+    curl retries refused connections (``--retry-connrefused``) and the 503 a
+    llama-server answers while it loads (a transient HTTP error for
+    ``--retry``); ``TimeoutStartSec`` bounds the whole wait.
+    """
+    return [
+        "/usr/bin/curl", "-fsS", "-o", "/dev/null",
+        "--retry", "100000", "--retry-delay", "2", "--retry-connrefused",
+        f"http://127.0.0.1:{port}/health",
+    ]  # fmt: skip
+
+
+#: The TCP readiness wait for ggml-rpc-server (no HTTP to ask): a fixed bash
+#: program; the address and port reach it as positional parameters, never as code.
+TCP_WAIT = 'until (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; do sleep 1; done'
+
+
+def tcp_wait(address: str, port: str) -> list[str]:
+    return ["/bin/bash", "-c", TCP_WAIT, "tcp-wait", address, port]

@@ -1,0 +1,1 @@
+"""Runtimes: everything one runtime decides, as dated rules chosen by version."""

@@ -1,0 +1,1 @@
+"""ik_llama.cpp: its rules, compute buffers and start-up log."""

@@ -1,0 +1,1 @@
+"""llama.cpp (mainline): its rules, compute buffers and start-up log."""

@@ -1,0 +1,1 @@
+"""Solving: where every tensor, cache and buffer of every service lives."""

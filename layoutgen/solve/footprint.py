@@ -1,0 +1,293 @@
+"""One service's memory, buffer by buffer, once its placement is decided.
+
+Inputs are decisions (which device holds each layer, where each expert layer
+goes); outputs are the runtime's buffers with weights, KV cache, compute
+and overhead, each with its basis.  Weights and KV are exact (profile and
+the runtime's cache rules); compute buffers have no closed form in either
+runtime (DESIGN §5), so they are estimated unless the spec carries a value
+measured from a start-up log (``measured:``, written by ``calibrate``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from layoutgen.models.profile import Profile
+from layoutgen.render.argv import flash_attn
+from layoutgen.runtimes.llama_cpp import compute
+from layoutgen.solve.kvcache import KVSettings, device_bytes, layer_caches
+from layoutgen.solve.placement import (
+    expert_activations,
+    expert_layer,
+    host_buffer,
+    ik_computed_wkv_b,
+    ik_offload_copy,
+    ik_split_sizes,
+    loaded,
+    place_weights,
+    split_by_count,
+    split_by_size,
+)
+from layoutgen.solve.plan import Basis, Part
+from layoutgen.spec.roles import ResolvedService
+from layoutgen.spec.schema import Spec
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What the solver needs to know about one service, resolved once."""
+
+    name: str
+    runtime: str  # "llama.cpp" | "ik_llama.cpp"
+    profile: Profile
+    #: host GPU ids in the runtime's device order: rpc devices first (llama.cpp puts
+    #: them at the front of its list), in spec order, then local GPUs by NVML index
+    gpus: tuple[str, ...]
+    #: each GPU's buffer name, aligned with ``gpus``: RPC0[HOST:PORT], ..., CUDA0, ...
+    devices: tuple[str, ...]
+    #: buffers whose allocations follow ggml-cuda's rules (row padding, alignment)
+    cuda: frozenset[str]
+    kv: KVSettings
+    mmap: bool
+    measured: Mapping[str, Mapping[str, int]]  # buffer -> {"compute": bytes, ...}
+    overhead: int  # per GPU
+    #: ik_llama.cpp's -muge: up and gate experts fused into one tensor
+    merge_up_gate: bool = False
+    #: an MLA model's qk_nope + rope (compute.mla_q_head), read from its tensors once
+    mla_q_head: int = 0
+
+    @property
+    def local_gpus(self) -> bool:
+        """Whether the process drives a GPU itself (then host buffers are CUDA_Host)."""
+        return any(name.startswith("CUDA") for name in self.devices)
+
+    def device_of(self, buffer: str) -> str:
+        if buffer in self.devices:
+            return self.gpus[self.devices.index(buffer)]
+        return "host"
+
+    def buffer_of(self, gpu: str) -> str:
+        return self.devices[self.gpus.index(gpu)]
+
+
+def _flag(args: tuple[str, ...], *names: str) -> str | None:
+    """The value after the last occurrence of any of ``names`` in passthrough args."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg in names and i + 1 < len(args):
+            value = args[i + 1]
+    return value
+
+
+def _mmap(args: tuple[str, ...], mlock: bool) -> bool:
+    """Whether host weights stay memory-mapped: not with --mlock, --no-mmap, or
+    recent llama.cpp's -lm/--load-mode none|mlock|dio (which replaced both)."""
+    mode = _flag(args, "-lm", "--load-mode")
+    return not mlock and "--no-mmap" not in args and mode not in ("none", "mlock", "dio")
+
+
+def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
+    runtime = spec.runtimes[rs.service.runtime].kind
+    args = rs.service.args
+    mla = _flag(args, "-mla", "--mla-use")
+    kv = KVSettings(
+        runtime="ik_llama.cpp" if runtime == "ik_llama.cpp" else "llama.cpp",
+        ctx=rs.service.ctx,
+        parallel=rs.parallel,
+        ubatch=rs.ubatch,
+        cache_type_k=rs.cache_type_k,
+        cache_type_v=rs.cache_type_v,
+        flash_attn=flash_attn(rs),
+        mla=int(mla) if mla is not None and mla.isdigit() else None,
+        swa_full="--swa-full" in args,
+    )
+    measured = {
+        buf: {k: v for k, v in m.model_dump().items() if v is not None}
+        for buf, m in rs.service.measured.items()
+    }
+    gpus, devices, cuda = device_order(spec, rs.gpus)
+    return Setting(
+        name=rs.name,
+        runtime=runtime,
+        profile=profile,
+        gpus=gpus,
+        devices=devices,
+        cuda=cuda,
+        kv=kv,
+        mmap=_mmap(args, rs.mlock),
+        measured=measured,
+        overhead=spec.host.gpu_overhead,
+        merge_up_gate=runtime == "ik_llama.cpp"
+        and any(a in ("-muge", "--merge-up-gate-experts") for a in args),
+        mla_q_head=compute.mla_q_head(profile.hparams, profile.tensors()),
+    )
+
+
+def device_order(
+    spec: Spec, ids: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...], frozenset[str]]:
+    """GPU ids in the runtime's order, their buffer names, and which follow CUDA's rules.
+
+    llama.cpp lists rpc devices first, in ``--rpc`` order, then local GPUs;
+    inside a container local GPUs are CUDA0, CUDA1, ... in NVML index order
+    (CUDA_DEVICE_ORDER=PCI_BUS_ID).  An rpc buffer is named
+    ``RPC<device index on that server>[HOST:PORT]``; each rpc entry exports
+    one device (``-d``), so the index is 0.
+    """
+    gpus = [g for g in spec.host.gpus if g.id in ids]
+    remote = [g for g in gpus if g.rpc is not None]
+    local = sorted((g for g in gpus if g.rpc is None), key=lambda g: g.index or 0)
+    names = [f"RPC0[{g.rpc.endpoint}]" for g in remote if g.rpc is not None]
+    names += [f"CUDA{i}" for i in range(len(local))]
+    cuda = {n for n in names if n.startswith("CUDA")}
+    cuda |= {
+        f"RPC0[{g.rpc.endpoint}]"
+        for g in remote
+        if g.rpc is not None and g.rpc.device.startswith("CUDA")
+    }
+    return tuple(g.id for g in remote + local), tuple(names), frozenset(cuda)
+
+
+def kv_per_layer(s: Setting, *, cuda: bool) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for cache in layer_caches(s.profile.hparams, s.kv, arch=s.profile.arch):
+        out[cache.layer] = out.get(cache.layer, 0) + device_bytes(cache, cuda=cuda)
+    return out
+
+
+def layer_split(s: Setting, shares: tuple[float, ...]) -> dict[int, str]:
+    """Which device holds each layer (attention, KV, compute); {} on a CPU-only service."""
+    devices = s.devices
+    if not devices:
+        return {}
+    layers = range(s.profile.hparams.n_layer)
+    if len(devices) == 1:
+        return dict.fromkeys(layers, devices[0])
+    if s.runtime == "ik_llama.cpp":
+        sizes, output = ik_split_sizes(s.profile, kv_per_layer(s, cuda=True), s.kv.ubatch)
+        return split_by_size(sizes, output, devices, shares)
+    return split_by_count(list(layers), devices, shares)
+
+
+def expert_bytes(profile: Profile, runtime: str) -> dict[int, int]:
+    """Bytes of routed experts per expert layer (what one placement decision moves)."""
+    return dict(_expert_bytes(profile, runtime))
+
+
+@functools.lru_cache(maxsize=64)
+def _expert_bytes(profile: Profile, runtime: str) -> tuple[tuple[int, int], ...]:
+    out: dict[int, int] = {}
+    for t in loaded(profile, runtime):
+        layer = expert_layer(t.name)
+        if layer is not None:
+            out[layer] = out.get(layer, 0) + t.nbytes
+    return tuple(sorted(out.items()))
+
+
+def buffers(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -> dict[str, Part]:
+    """Every buffer of the service: weights (exact), KV (exact), compute, overhead."""
+    devices = s.devices
+    host_overrides = any(layer not in experts for layer in expert_bytes(s.profile, s.runtime))
+    host = host_buffer(s.runtime, gpus=s.local_gpus, host_overrides=host_overrides, mmap=s.mmap)
+    output = devices[-1] if devices else None
+    w = place_weights(s.profile, s.runtime, layers, experts, host, output)
+    weights = dict(w.buffers)
+    created: dict[str, int] = {}
+    if s.runtime == "ik_llama.cpp":
+        for layer, nbytes in ik_computed_wkv_b(s.profile, s.kv.mla).items():
+            buf = layers.get(layer, host)
+            created[buf] = created.get(buf, 0) + nbytes
+    kv: dict[str, int] = {}
+    for cache in layer_caches(s.profile.hparams, s.kv, arch=s.profile.arch):
+        buf = layers.get(cache.layer, "CPU")
+        kv[buf] = kv.get(buf, 0) + device_bytes(cache, cuda=buf in s.cuda)
+    names = set(weights) | set(kv) | set(devices)
+    if s.local_gpus and (host in weights):
+        names.add("CUDA_Host")  # the host-side compute buffer is named CUDA_Host with a GPU
+    if not s.local_gpus:
+        names.add("CPU")
+    out: dict[str, Part] = {}
+    for name in sorted(names):
+        compute, basis = _compute(s, name, output, layers, experts)
+        basis_map: dict[str, Basis] = {
+            "weights": "exact",
+            "created": "exact",
+            "kv": "exact",
+            "compute": basis,
+        }
+        for key in ("weights", "kv"):
+            if key in s.measured.get(name, {}):
+                basis_map[key] = "measured"
+        out[name] = Part(
+            weights=s.measured.get(name, {}).get("weights", weights.get(name, 0)),
+            created=created.get(name, 0),
+            kv=s.measured.get(name, {}).get("kv", kv.get(name, 0)),
+            compute=compute,
+            overhead=s.overhead if name in devices else 0,
+            basis=basis_map,
+        )
+    return out
+
+
+def _compute(
+    s: Setting,
+    buffer: str,
+    output: str | None,
+    layers: Mapping[int, str],
+    experts: Mapping[int, str],
+) -> tuple[int, Basis]:
+    """A measured compute buffer, else an estimate (see the module docstring).
+
+    llama.cpp: derived from its graph and scheduler, :mod:`layoutgen.runtimes.llama_cpp.compute`.
+    ik_llama.cpp, GPU: the larger of the routed experts' activations and the
+    logits (n_vocab x ubatch x 4 B, on the output device), plus 10 %; on the
+    first GPU, at least the largest host expert tensor it copies in to run
+    a big batch's MoE matmul plus the activations (:func:`ik_offload_copy`;
+    seed 001's GLM-5.1 at -ub 8192 logged 5418 MiB where this gives 5394).  Host
+    side with a GPU: n_embd x ubatch x 16 B (seed 001: 704 MiB logged, 768
+    here).  CPU-only: the GPU formula, on the CPU.
+    """
+    measured = s.measured.get(buffer, {}).get("compute")
+    if measured is not None:
+        return measured, "measured"
+    if s.runtime == "llama.cpp":
+        return _mainline_compute(s, buffer, output, layers, experts), "estimated"
+    hp, ub = s.profile.hparams, s.kv.ubatch
+    if buffer in ("CUDA_Host", "CPU_Mapped") or (buffer == "CPU" and s.devices):
+        return (hp.n_embd or 0) * ub * 16 if buffer == "CUDA_Host" else 0, "estimated"
+    activations = expert_activations(s.profile, s.runtime, ub)
+    logits = (hp.vocab or 0) * ub * 4 if buffer == output or output is None else 0
+    estimate = int(max(activations, logits) * 1.1)
+    first_gpu = next((d for d in s.devices if d.startswith("CUDA")), None)
+    if buffer == first_gpu:
+        copy = ik_offload_copy(s.profile, s.runtime, ub, experts, merge_up_gate=s.merge_up_gate)
+        if copy:
+            estimate = max(estimate, copy + activations)
+    return estimate, "estimated"
+
+
+def _mainline_compute(
+    s: Setting,
+    buffer: str,
+    output: str | None,
+    layers: Mapping[int, str],
+    experts: Mapping[int, str],
+) -> int:
+    """llama.cpp's compute buffer for one of its buffers; 0 for weight-only buffers."""
+    g = compute.Graph(
+        hparams=s.profile.hparams,
+        kv=s.kv,
+        devices=s.devices,
+        layers=layers,
+        experts=experts,
+        expert_layer_bytes=expert_bytes(s.profile, s.runtime),
+        cuda=s.cuda,
+        mla_q_head=s.mla_q_head,
+    )
+    if buffer in s.devices:
+        return compute.device(g, buffer, output=buffer == output)
+    if buffer == ("CUDA_Host" if s.local_gpus else "CPU"):
+        return compute.host(g)
+    return 0

@@ -1,0 +1,181 @@
+"""The plan: what the solver decided, as plain frozen data, and its JSON form.
+
+A plan says, per device, what each service puts there (weights, KV cache,
+compute buffers, per-process overhead) and how much is left; per service,
+which expert layers sit on which device and the runtime buffers it will
+allocate, named as the runtime's own log names them inside the container
+(``CUDA0``, ``CUDA_Host``, ``CPU_Mapped``), so a plan can be checked line by
+line against a start-up log.  Every figure carries its basis: ``exact`` (from
+the profile), ``estimated`` (a formula) or ``measured`` (from a log).
+
+The JSON (``layoutgen plan --json``, DESIGN §8) is versioned by ``schema``;
+sizes are integers in bytes; keys are sorted so equal plans are equal bytes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+SCHEMA = 1
+Basis = Literal["exact", "estimated", "measured"]
+PARTS = ("weights", "created", "kv", "compute", "overhead")
+
+
+@dataclass(frozen=True)
+class Part:
+    """One service's use of one runtime buffer."""
+
+    weights: int = 0  # the runtime's logged model buffer
+    created: int = 0  # tensors the runtime computes at start-up, beside the model buffer
+    kv: int = 0
+    compute: int = 0
+    overhead: int = 0
+    basis: dict[str, Basis] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.created + self.kv + self.compute + self.overhead
+
+
+@dataclass(frozen=True)
+class ServicePlan:
+    name: str
+    #: runtime buffer name -> its use; GPU buffers are in-container names.
+    buffers: dict[str, Part]
+    #: runtime buffer name -> host device id ("gpu0", ..., or "host").
+    device_of: dict[str, str]
+    #: device id -> expert layers there ("host" included).
+    expert_layers: dict[str, tuple[int, ...]]
+    #: layer -> runtime buffer name of its attention/KV (the layer split).
+    layer_buffer: dict[int, str]
+    argv: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    id: str  # a GPU id, or "host" for RAM
+    capacity: int
+    reserve: int
+    used: int
+
+    @property
+    def free(self) -> int:
+        return self.capacity - self.reserve - self.used
+
+
+@dataclass(frozen=True)
+class Plan:
+    spec: str
+    host: str
+    devices: tuple[DevicePlan, ...]
+    services: tuple[ServicePlan, ...]
+    warnings: tuple[str, ...] = ()
+    #: the order services were placed in (fixed first, then auto by priority):
+    #: services sharing a GPU start in this order, each after the previous is up.
+    order: tuple[str, ...] = ()
+
+    def device(self, device_id: str) -> DevicePlan:
+        return next(d for d in self.devices if d.id == device_id)
+
+    def service(self, name: str) -> ServicePlan:
+        return next(s for s in self.services if s.name == name)
+
+
+def to_json(plan: Plan) -> str:
+    """The plan JSON of DESIGN §8: stable keys, integer bytes, trailing newline."""
+    doc: dict[str, Any] = {
+        "schema": SCHEMA,
+        "spec": plan.spec,
+        "host": plan.host,
+        "devices": {
+            d.id: {"capacity": d.capacity, "reserve": d.reserve, "used": d.used, "free": d.free}
+            for d in plan.devices
+        },
+        "services": {
+            s.name: {
+                "expert_layers": {dev: list(layers) for dev, layers in s.expert_layers.items()},
+                "layers": _layers_by_buffer(s.layer_buffer),
+                "buffers": {
+                    name: {
+                        "device": s.device_of[name],
+                        "weights": part.weights,
+                        "created": part.created,
+                        "kv": part.kv,
+                        "compute": part.compute,
+                        "overhead": part.overhead,
+                        "basis": dict(part.basis),
+                    }
+                    for name, part in s.buffers.items()
+                },
+                "argv": list(s.argv),
+            }
+            for s in plan.services
+        },
+        "warnings": list(plan.warnings),
+    }
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def _layers_by_buffer(layer_buffer: dict[int, str]) -> dict[str, list[int]]:
+    """Runtime buffer -> the layers (attention, KV, dense FFN) it holds."""
+    out: dict[str, list[int]] = {}
+    for layer, buf in sorted(layer_buffer.items()):
+        out.setdefault(buf, []).append(layer)
+    return out
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.0f}"
+
+
+_MARK = {"exact": "", "estimated": "~", "measured": "*"}
+
+
+def to_text(plan: Plan) -> str:
+    """The plan as a reviewer reads it: one table per device, then expert layers."""
+    from layoutgen.models.tensors import format_layers
+
+    lines = [f"plan for {plan.spec} (host {plan.host}); MiB; ~ estimated, * measured", ""]
+    # rpc buffers are long (RPC0[10.0.0.2:50052]): the column fits the longest name
+    width = max([11, *(len(b) for sp in plan.services for b in sp.buffers)])
+    header = f"  {'service':<20} {'buffer':<{width}} {'weights':>9} {'created':>8} {'kv':>8} "
+    header += f"{'compute':>9} "
+    header += f"{'overhead':>9} {'total':>9}"
+    for dev in plan.devices:
+        title = "host RAM" if dev.id == "host" else f"GPU {dev.id}"
+        lines.append(
+            f"{title}: capacity {_mib(dev.capacity)}, reserve {_mib(dev.reserve)}, "
+            f"used {_mib(dev.used)}, free {_mib(dev.free)}"
+        )
+        rows = [
+            (sp, buf, part)
+            for sp in plan.services
+            for buf, part in sp.buffers.items()
+            if sp.device_of[buf] == dev.id and part.total
+        ]
+        if rows:
+            lines.append(header)
+        for sp, buf, part in rows:
+            cells = [
+                f"{_mib(getattr(part, k))}{_MARK[part.basis.get(k, 'exact')]}"
+                for k in ("weights", "created", "kv", "compute")
+            ]
+            lines.append(
+                f"  {sp.name:<20} {buf:<{width}} {cells[0]:>9} {cells[1]:>8} {cells[2]:>8} "
+                f"{cells[3]:>9} {_mib(part.overhead):>9} {_mib(part.total):>9}"
+            )
+        lines.append("")
+    for sp in plan.services:
+        if not sp.expert_layers:
+            continue
+        lines.append(f"{sp.name}: expert layers")
+        for dev_id, layers in sp.expert_layers.items():
+            where = "host RAM" if dev_id == "host" else dev_id
+            lines.append(
+                f"  {where:<9} {len(layers):>3}  {format_layers(layers, sep='-', join=', ')}"
+            )
+        lines.append("")
+    lines += [f"warning: {w}" for w in plan.warnings]
+    return "\n".join(lines).rstrip() + "\n"

@@ -1,0 +1,372 @@
+"""The solver: fixed services first, then expert layers fill what is left (DESIGN §6).
+
+Order matters and is deterministic: services whose footprint is fixed (every
+mode but ``experts: auto``) are placed first, by priority then name; then
+each ``experts: auto`` service starts with all its experts in host RAM and
+takes GPU room layer by layer, hottest first by its heat policy, each layer
+preferring the GPU that holds its attention.  Services that ``conflict``
+never run together, so they are budgeted per scenario (each maximal set of
+services that can run at once).  The result is a :class:`Plan`, or
+:class:`DoesNotFit` with located problems naming device, need, capacity and
+shortfall.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping, Sequence
+
+from layoutgen.errors import LayoutgenError, Problem, Severity
+from layoutgen.models.profile import Profile
+from layoutgen.render.argv import server_argv
+from layoutgen.solve.footprint import Setting, buffers, expert_bytes, layer_split, setting
+from layoutgen.solve.plan import PARTS, DevicePlan, Part, Plan, ServicePlan
+from layoutgen.spec.checks import conflicting
+from layoutgen.spec.roles import ResolvedService
+from layoutgen.spec.schema import ExpertsAuto, ExpertsExplicit, ExpertsGpu, ExpertsNCpuMoe, Spec
+from layoutgen.spec.sizes import format_size
+
+
+class DoesNotFit(LayoutgenError):
+    """The layout needs more memory than a device has: refused, never rendered."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(p.message for p in problems))
+
+
+def heat_order(layers: Sequence[int], policy: str) -> list[int]:
+    """Expert layers, hottest first.
+
+    ``head-tail`` (seed 001: head layers are hottest, then tail, then spread
+    the middle) alternates head and tail and takes one middle layer after
+    every two of each, so 20 layers come out 8 head, 8 tail, 4 middle, the
+    split seed 001 planned by hand.
+    """
+    ordered = sorted(layers)
+    if policy == "head":
+        return ordered
+    if policy == "tail":
+        return ordered[::-1]
+    spread = _bisect(ordered)
+    if policy == "even":
+        return spread
+    out: list[int] = []
+    taken: set[int] = set()
+    head, tail = iter(ordered), iter(ordered[::-1])
+    middle = iter(spread)
+    pattern = ("head", "tail", "head", "tail", "middle")
+    while len(out) < len(ordered):
+        for kind in pattern:
+            source = head if kind == "head" else tail if kind == "tail" else middle
+            for layer in source:
+                if layer not in taken:
+                    taken.add(layer)
+                    out.append(layer)
+                    break
+    return out
+
+
+def _bisect(ordered: list[int]) -> list[int]:
+    """Evenly spread order: the middle, then the middles of each half, and so on."""
+    out: list[int] = []
+    spans = [(0, len(ordered) - 1)]
+    while spans:
+        nxt: list[tuple[int, int]] = []
+        for lo, hi in spans:
+            if lo > hi:
+                continue
+            mid = (lo + hi) // 2
+            out.append(ordered[mid])
+            nxt += [(lo, mid - 1), (mid + 1, hi)]
+        spans = nxt
+    return out
+
+
+#: Most scenarios (maximal sets of services that run together) a spec may have:
+#: each is solved on its own, and ``k`` independent conflicting pairs make 2**k.
+MAX_SCENARIOS = 64
+
+
+def scenarios(spec: Spec) -> list[frozenset[str]]:
+    """Maximal sets of services that may run together (``conflicts`` is symmetric).
+
+    Refused (a located error) past :data:`MAX_SCENARIOS`: the enumeration is
+    exponential in the number of conflicting services, so it stops early.
+    """
+    names = sorted(spec.services)
+    clash = conflicting(spec)
+    found: list[frozenset[str]] = []
+    budget = [MAX_SCENARIOS * 64]  # candidate sets looked at before giving up
+
+    def grow(chosen: frozenset[str], rest: list[str]) -> None:
+        if not rest:
+            budget[0] -= 1
+            if not any(chosen < f for f in found):
+                found[:] = [f for f in found if not f < chosen] + [chosen]
+            if len(found) > MAX_SCENARIOS or budget[0] < 0:
+                first = next(n for n in names if clash[n])
+                raise DoesNotFit(
+                    [
+                        Problem(
+                            ("services", first, "conflicts"),
+                            f"services.{first}.conflicts: the services' conflicts make more than "
+                            f"{MAX_SCENARIOS} alternative sets of services, each planned on its "
+                            "own; split the spec, or declare fewer conflicts",
+                        )
+                    ]
+                )
+            return
+        head, tail = rest[0], rest[1:]
+        if not (clash[head] & chosen):
+            grow(chosen | {head}, tail)
+        if clash[head]:
+            grow(chosen, tail)
+
+    grow(frozenset(), names)
+    return sorted(found, key=lambda f: sorted(f))
+
+
+def solve(
+    spec: Spec, services: Sequence[ResolvedService], profiles: Mapping[str, Profile], name: str
+) -> Plan:
+    by_name = {rs.name: rs for rs in services if rs.service.model in profiles}
+    settings = {n: setting(spec, rs, profiles[rs.service.model]) for n, rs in by_name.items()}
+    capacity = {g.id: g.vram for g in spec.host.gpus}
+    reserve = {g.id: g.reserve for g in spec.host.gpus}
+    # Layers split by each GPU's usable MiB; the argv pins the same shares (-ts).
+    shares_of: dict[str, tuple[int, ...]] = {
+        n: tuple((capacity[g] - reserve[g]) // 2**20 for g in s.gpus) for n, s in settings.items()
+    }
+    order = sorted(
+        by_name,
+        key=lambda n: (
+            isinstance(by_name[n].experts, ExpertsAuto),
+            -by_name[n].service.priority,
+            n,
+        ),
+    )
+    worlds = scenarios(spec)
+    placed: dict[str, ServicePlan] = {}
+    splits = {n: layer_split(settings[n], shares_of[n]) for n in order}
+    # Every service's fixed part first -- for auto services, all experts on the
+    # host -- so that filling one auto service never starves another's base.
+    for n in order:
+        placed[n] = _service_plan(
+            settings[n], splits[n], _fixed_experts(by_name[n], settings[n], splits[n])
+        )
+    for n in order:
+        rs = by_name[n]
+        if isinstance(rs.experts, ExpertsAuto):
+            experts = _fill(rs, settings[n], splits[n], placed, worlds, capacity, reserve)
+            placed[n] = _service_plan(settings[n], splits[n], experts)
+    problems = _fit(spec, placed, worlds, order)
+    if any(p.severity is Severity.ERROR for p in problems):
+        raise DoesNotFit(problems)
+    for n in order:
+        argv = server_argv(spec, by_name[n], placed[n], shares_of[n])
+        placed[n] = dataclasses.replace(placed[n], argv=argv)
+    devices = _devices(spec, placed, worlds)
+    warnings = tuple(p.message for p in problems)
+    services_sorted = tuple(placed[n] for n in sorted(placed))
+    return Plan(name, spec.host.name, devices, services_sorted, warnings, tuple(order))
+
+
+def _fixed_experts(rs: ResolvedService, s: Setting, layers: Mapping[int, str]) -> dict[int, str]:
+    """Expert layer -> CUDA buffer for every mode but auto (absent: host)."""
+    expert_layers = sorted(expert_bytes(s.profile, s.runtime))
+    mode = rs.experts
+    if isinstance(mode, ExpertsGpu):
+        return {n: layers[n] for n in expert_layers if n in layers}
+    if isinstance(mode, ExpertsNCpuMoe):
+        host = _n_cpu_moe_host(s, layers, mode.n)
+        return {n: layers[n] for n in expert_layers if n not in host and n in layers}
+    if isinstance(mode, ExpertsExplicit):
+        return {n: s.buffer_of(g) for g, ns in mode.layers.items() for n in ns}
+    return {}  # host, and the starting point of auto
+
+
+def _n_cpu_moe_host(s: Setting, layers: Mapping[int, str], n: int) -> set[int]:
+    """Layers whose experts ``--n-cpu-moe n`` keeps in host RAM.
+
+    Mainline, and ik_llama.cpp on one GPU: blk.0 .. blk.n-1.  ik_llama.cpp
+    with a layer split over several GPUs shares n between the devices in
+    proportion to their layer counts and takes each device's *highest* layers
+    (ik PR #1464): GLM-5.1 with n = 64 on 2 GPUs keeps blk.8-40 and blk.48-78.
+    """
+    all_layers = range(s.profile.hparams.n_layer)
+    if s.runtime != "ik_llama.cpp" or len(s.devices) < 2 or n >= len(all_layers):
+        return set(range(min(n, len(all_layers))))
+    host: set[int] = set()
+    left = n
+    for i, dev in enumerate(s.devices):
+        mine = sorted(layer for layer in all_layers if layers.get(layer) == dev)
+        take = left if i == len(s.devices) - 1 else n * len(mine) // len(all_layers)
+        host.update(mine[len(mine) - take :] if take else [])
+        left -= take
+    return host
+
+
+def _used_beside(
+    n: str, placed: Mapping[str, ServicePlan], worlds: Iterable[frozenset[str]]
+) -> dict[str, int]:
+    """Per device: the most the already-placed services use beside ``n`` in any scenario."""
+    out: dict[str, int] = {}
+    for world in worlds:
+        if n not in world:
+            continue
+        per: dict[str, int] = {}
+        for other in (world & set(placed)) - {n}:
+            for buf, part in placed[other].buffers.items():
+                dev = placed[other].device_of[buf]
+                per[dev] = per.get(dev, 0) + part.total
+        for dev, used in per.items():
+            out[dev] = max(out.get(dev, 0), used)
+    return out
+
+
+def _fill(
+    rs: ResolvedService,
+    s: Setting,
+    layers: Mapping[int, str],
+    placed: Mapping[str, ServicePlan],
+    worlds: Sequence[frozenset[str]],
+    capacity: Mapping[str, int],
+    reserve: Mapping[str, int],
+) -> dict[int, str]:
+    assert isinstance(rs.experts, ExpertsAuto)
+    sizes = expert_bytes(s.profile, s.runtime)
+    beside = _used_beside(rs.name, placed, worlds)
+    base = buffers(s, layers, {})
+    free = {s.buffer_of(g): capacity[g] - reserve[g] - beside.get(g, 0) for g in s.gpus}
+    for buf, part in base.items():
+        if buf in free:
+            free[buf] -= part.total
+    limit = rs.experts.max_layers if rs.experts.max_layers is not None else len(sizes)
+    chosen: dict[int, str] = {}
+    for layer in heat_order(list(sizes), rs.experts.policy):
+        if len(chosen) >= limit:
+            break
+        home = layers.get(layer)
+        others = sorted((b for b in free if b != home), key=lambda b: (-free[b], b))
+        for buf in ([home] if home in free else []) + others:
+            if free[buf] >= sizes[layer]:
+                chosen[layer] = buf
+                free[buf] -= sizes[layer]
+                break
+    return chosen
+
+
+def _service_plan(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -> ServicePlan:
+    bufs = buffers(s, layers, experts)
+    by_device: dict[str, list[int]] = {}
+    for layer in sorted(expert_bytes(s.profile, s.runtime)):
+        buf = experts.get(layer)
+        by_device.setdefault(s.device_of(buf) if buf else "host", []).append(layer)
+    return ServicePlan(
+        name=s.name,
+        buffers=bufs,
+        device_of={b: s.device_of(b) for b in bufs},
+        expert_layers={d: tuple(v) for d, v in sorted(by_device.items())},
+        layer_buffer=dict(sorted(layers.items())),
+    )
+
+
+def _device_use(plans: Iterable[ServicePlan]) -> dict[str, list[tuple[str, str, str, int]]]:
+    """device -> [(service, buffer, part, bytes)] for every non-zero part."""
+    out: dict[str, list[tuple[str, str, str, int]]] = {}
+    for sp in plans:
+        for buf, part in sp.buffers.items():
+            for key in PARTS:
+                value = getattr(part, key)
+                if value:
+                    out.setdefault(sp.device_of[buf], []).append((sp.name, buf, key, value))
+    return out
+
+
+def _limits(spec: Spec) -> dict[str, tuple[int, int]]:
+    out = {g.id: (g.vram, g.reserve) for g in spec.host.gpus}
+    out["host"] = (spec.host.ram, spec.host.ram_reserve)
+    return out
+
+
+def _fit(
+    spec: Spec,
+    placed: Mapping[str, ServicePlan],
+    worlds: Sequence[frozenset[str]],
+    order: Sequence[str],
+) -> list[Problem]:
+    problems: list[Problem] = []
+    seen: set[tuple[str, str]] = set()
+    for world in worlds:
+        use = _device_use(placed[n] for n in order if n in world and n in placed)
+        for dev, (cap, res) in _limits(spec).items():
+            parts = use.get(dev, [])
+            need = sum(p[3] for p in parts)
+            if need <= cap - res:
+                continue
+            culprit = [n for n in order if any(p[0] == n for p in parts)][-1]
+            if (culprit, dev) in seen:
+                continue
+            seen.add((culprit, dev))
+            bufs = [b for b, d in placed[culprit].device_of.items() if d == dev]
+            problems.append(
+                Problem(
+                    ("services", culprit), _shortfall(culprit, dev, bufs, need, cap, res, parts)
+                )
+            )
+    threads = sum(spec.services[n].threads or 0 for n in spec.services)
+    if threads > spec.host.cpu.threads:
+        problems.append(
+            Problem(
+                ("host", "cpu", "threads"),
+                f"host.cpu.threads: services ask for "
+                f"{threads} threads in all, more than the host's "
+                f"{spec.host.cpu.threads}; they will compete for cores",
+                Severity.WARNING,
+            )
+        )
+    return problems
+
+
+def _shortfall(
+    service: str,
+    dev: str,
+    bufs: list[str],
+    need: int,
+    cap: int,
+    res: int,
+    parts: list[tuple[str, str, str, int]],
+) -> str:
+    if dev == "host":
+        where = "host RAM"
+    else:
+        gpu_bufs = [b for b in bufs if b != "CUDA_Host"]
+        where = f"GPU {dev}" + (f" (its {gpu_bufs[0]})" if gpu_bufs else "")
+    largest = sorted(parts, key=lambda p: (-p[3], p[0], p[1], p[2]))[:3]
+    biggest = ", ".join(f"{s} {k} {_mib(v)}" for s, _b, k, v in largest)
+    return (
+        f"services.{service}: does not fit {where}: needs {_mib(need)}, has "
+        f"{_mib(cap)} - reserve {_mib(res)} = {_mib(cap - res)}, short by "
+        f"{_mib(need - cap + res)}; largest: {biggest}"
+    )
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.0f} MiB" if abs(n) < 2**40 else format_size(n)
+
+
+def _devices(
+    spec: Spec, placed: Mapping[str, ServicePlan], worlds: Sequence[frozenset[str]]
+) -> tuple[DevicePlan, ...]:
+    used: dict[str, int] = {}
+    for world in worlds:
+        use = _device_use(placed[n] for n in sorted(world) if n in placed)
+        for dev, parts in use.items():
+            used[dev] = max(used.get(dev, 0), sum(p[3] for p in parts))
+    return tuple(
+        DevicePlan(dev, cap, res, used.get(dev, 0)) for dev, (cap, res) in _limits(spec).items()
+    )
+
+
+__all__ = ["DoesNotFit", "Part", "heat_order", "scenarios", "solve"]

@@ -1,0 +1,455 @@
+"""Cross-checks: what the schema alone cannot see.
+
+Every reference resolves, ports do not collide, batch sizes and thread counts
+make sense, ordering has no cycles, and flags layoutgen owns are not smuggled
+in through passthrough ``args``.  Pure: a validated spec in, problems (with
+spec paths) out.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from layoutgen.errors import Problem, Severity
+from layoutgen.spec.roles import ResolvedService
+from layoutgen.spec.schema import ExpertsExplicit, ExpertsGpu, ExpertsHost, Host, Rpc, Spec
+from layoutgen.spec.sizes import format_size
+
+
+@dataclass(frozen=True)
+class Owned:
+    flags: tuple[str, ...]
+    instead: str
+    #: Why the flag is refused; most are "decided by layoutgen".
+    reason: str = "is decided by layoutgen"
+
+
+#: Flags whose value layoutgen decides.  Each names the spec key to use.
+OWNED: tuple[Owned, ...] = (
+    Owned(("-m", "--model"), "set the model under 'models:' and 'model:'"),
+    Owned(("-c", "--ctx-size"), "use 'ctx:'"),
+    Owned(("-np", "--parallel"), "use 'parallel:'"),
+    Owned(("-ctk", "--cache-type-k"), "use 'cache_type_k:'"),
+    Owned(("-ctv", "--cache-type-v"), "use 'cache_type_v:'"),
+    Owned(
+        ("-ngl", "--gpu-layers", "--n-gpu-layers"),
+        "use 'gpus:' and 'experts:' (layoutgen computes -ngl from the plan)",
+    ),
+    Owned(("-ot", "--override-tensor"), "use 'experts:' (layoutgen writes the -ot rules)"),
+    Owned(("-cmoe", "--cpu-moe"), "use 'experts: host'"),
+    Owned(("-ncmoe", "--n-cpu-moe"), "use 'experts: {mode: n-cpu-moe, n: N}'"),
+    Owned(("-b", "--batch-size"), "use 'batch:'"),
+    Owned(("-ub", "--ubatch-size"), "use 'ubatch:'"),
+    Owned(("-t", "--threads"), "use 'threads:'"),
+    Owned(("-tb", "--threads-batch"), "use 'threads_batch:'"),
+    Owned(("--host",), "services bind 127.0.0.1; use 'expose: true' to listen on all interfaces"),
+    Owned(("--port",), "use 'port:'"),
+    Owned(("--mlock",), "use 'mlock: true'"),
+    Owned(
+        ("-ts", "--tensor-split", "-dev", "--device", "-mg", "--main-gpu"),
+        "use 'gpus:' (layoutgen splits layers across the service's GPUs)",
+    ),
+    Owned(("-fit", "--fit"), "layoutgen pins placement itself and renders '-fit off'"),
+    Owned(("--reasoning-budget",), "use 'reasoning: false' (or true)"),
+    Owned(
+        ("--api-key",),
+        "use 'api_key: {secret: NAME}' (a podman secret) or 'api_key: {file: /path}'",
+        reason="would write a secret into rendered files",
+    ),
+    Owned(("--api-key-file",), "use 'api_key: {file: /path}' (mounted into the container)"),
+)
+_OWNED_BY_FLAG = {flag: owned for owned in OWNED for flag in owned.flags}
+
+#: KV cache types only ik_llama.cpp knows.
+IK_ONLY_KV = {"q6_0"}
+
+
+def check(spec: Spec, services: tuple[ResolvedService, ...]) -> list[Problem]:
+    return [
+        *_host(spec),
+        *_references(spec, services),
+        *_ports(spec),
+        *_sizes(spec, services),
+        *_experts(services),
+        *_args(spec),
+        *_api_keys(spec),
+        *_ordering(spec),
+    ]
+
+
+def _host(spec: Spec) -> Iterator[Problem]:
+    host = spec.host
+    if host.ram_reserve >= host.ram:
+        yield Problem(
+            ("host", "ram_reserve"),
+            f"host.ram_reserve: "
+            f"{format_size(host.ram_reserve)} must be smaller than host.ram "
+            f"({format_size(host.ram)})",
+        )
+    seen_ids: dict[str, int] = {}
+    seen_index: dict[int, int] = {}
+    seen_endpoints: dict[str, int] = {}
+    for i, gpu in enumerate(host.gpus):
+        if gpu.id in seen_ids:
+            yield Problem(
+                ("host", "gpus", i, "id"),
+                f"host.gpus[{i}].id: GPU id {gpu.id!r} is already used by "
+                f"host.gpus[{seen_ids[gpu.id]}]; give each GPU its own id",
+            )
+        seen_ids.setdefault(gpu.id, i)
+        if gpu.index is not None:
+            if gpu.index in seen_index:
+                yield Problem(
+                    ("host", "gpus", i, "index"),
+                    f"host.gpus[{i}].index: index {gpu.index} is already used by "
+                    f"host.gpus[{seen_index[gpu.index]}]; each physical GPU appears once",
+                )
+            seen_index.setdefault(gpu.index, i)
+        if gpu.rpc is not None:
+            yield from _rpc(host, i, gpu.rpc, seen_endpoints)
+        if gpu.reserve >= gpu.vram:
+            yield Problem(
+                ("host", "gpus", i, "reserve"),
+                f"host.gpus[{i}].reserve: "
+                f"{format_size(gpu.reserve)} must be smaller than the GPU's vram "
+                f"({format_size(gpu.vram)})",
+            )
+
+
+#: addresses that keep a listener on this machine
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def _rpc(host: Host, i: int, rpc: Rpc, seen: dict[str, int]) -> Iterator[Problem]:
+    """An rpc device: one per endpoint, an absolute binary, and a warning off loopback."""
+    where = ("host", "gpus", i, "rpc")
+    if rpc.endpoint in seen:
+        yield Problem(
+            (*where, "endpoint"),
+            f"host.gpus[{i}].rpc.endpoint: {rpc.endpoint} is already used by "
+            f"host.gpus[{seen[rpc.endpoint]}]; each ggml-rpc-server serves one device here",
+        )
+    seen.setdefault(rpc.endpoint, i)
+    address = rpc.endpoint.rpartition(":")[0]
+    if address not in LOOPBACK:
+        yield Problem(
+            (*where, "endpoint"),
+            f"host.gpus[{i}].rpc.endpoint: ggml-rpc-server listens on {address}, beyond "
+            "this machine; its protocol has no authentication and must never face an open "
+            "network: use 127.0.0.1, or a private link only the client can reach",
+            Severity.WARNING,
+        )
+    if rpc.served_by is not None and rpc.served_by != host.name and address in LOOPBACK:
+        yield Problem(
+            (*where, "endpoint"),
+            f"host.gpus[{i}].rpc.endpoint: {address} on {rpc.served_by!r} is not reachable "
+            f"from {host.name!r}; write the address {rpc.served_by!r} listens on for this host",
+        )
+
+
+def _references(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
+    gpu_ids = [g.id for g in spec.host.gpus]
+    for rs in services:
+        svc, name = rs.service, rs.name
+        base = ("services", name)
+        if svc.model not in spec.models:
+            yield Problem(
+                (*base, "model"),
+                f"services.{name}.model: no model {svc.model!r} "
+                f"under 'models:'{_known(list(spec.models), svc.model)}",
+            )
+        if svc.runtime not in spec.runtimes:
+            yield Problem(
+                (*base, "runtime"),
+                f"services.{name}.runtime: no runtime "
+                f"{svc.runtime!r} under 'runtimes:'{_known(list(spec.runtimes), svc.runtime)}",
+            )
+        else:
+            runtime = spec.runtimes[svc.runtime]
+            if runtime.kind == "vllm":
+                yield Problem(
+                    (*base, "runtime"),
+                    f"services.{name}.runtime: vllm services "
+                    "cannot be planned yet; use a llama.cpp or ik_llama.cpp runtime",
+                )
+            for key in ("cache_type_k", "cache_type_v"):
+                value = getattr(rs, key)
+                if value in IK_ONLY_KV and runtime.kind != "ik_llama.cpp":
+                    yield Problem(
+                        (*base, key),
+                        f"services.{name}.{key}: {value} is an "
+                        f"ik_llama.cpp cache type; {runtime.kind} has q8_0, q5_1, "
+                        "q5_0, iq4_nl, q4_1, q4_0",
+                    )
+        seen: set[str] = set()
+        for i, gpu in enumerate(svc.gpus or ()):
+            if gpu not in gpu_ids:
+                yield Problem(
+                    (*base, "gpus", i),
+                    f"services.{name}.gpus[{i}]: no GPU {gpu!r} "
+                    f"under host.gpus{_known(gpu_ids, gpu)}",
+                )
+            if gpu in seen:
+                yield Problem(
+                    (*base, "gpus", i), f"services.{name}.gpus[{i}]: GPU {gpu!r} is listed twice"
+                )
+            seen.add(gpu)
+        yield from _rpc_users(spec, rs)
+
+
+def _rpc_users(spec: Spec, rs: ResolvedService) -> Iterator[Problem]:
+    """rpc devices only for native llama.cpp services (or containers reaching another host).
+
+    Checked on the resolved GPUs: a service without ``gpus:`` gets every GPU
+    of the host from its role, rpc devices included.
+    """
+    runtime = spec.runtimes.get(rs.service.runtime)
+    if runtime is None:
+        return
+    listed = rs.service.gpus
+    for gpu in spec.host.gpus:
+        if gpu.rpc is None or gpu.id not in rs.gpus:
+            continue
+        if listed:
+            i = listed.index(gpu.id)
+            where: tuple[str | int, ...] = ("services", rs.name, "gpus", i)
+            label, hint = f"services.{rs.name}.gpus[{i}]", ""
+        else:
+            where = ("services", rs.name, "runtime")
+            label = f"services.{rs.name}"
+            hint = " (a service without 'gpus:' uses every GPU of the host)"
+        if runtime.kind != "llama.cpp":
+            yield Problem(
+                where,
+                f"{label}: {gpu.id!r} is an rpc device; layoutgen plans rpc devices for "
+                f"llama.cpp runtimes only (their buffer names are checked against llama.cpp "
+                f"itself); list this service's GPUs without it{hint}",
+            )
+        elif runtime.image is not None and gpu.rpc.endpoint.rpartition(":")[0] in LOOPBACK:
+            yield Problem(
+                where,
+                f"{label}: {gpu.id!r} is an rpc device on the host's loopback, which a "
+                "container cannot reach (it has its own); run this service from a native "
+                f"runtime ('binary:'){hint}",
+            )
+
+
+def _ports(spec: Spec) -> Iterator[Problem]:
+    owner: dict[int, str] = {}
+    for name in sorted(spec.services):
+        svc = spec.services[name]
+        if svc.port in owner:
+            yield Problem(
+                ("services", name, "port"),
+                f"services.{name}.port: port {svc.port} is already used by service "
+                f"{owner[svc.port]!r}; ports must be unique on host "
+                f"{spec.host.name!r}",
+            )
+        else:
+            owner[svc.port] = name
+        if svc.expose:
+            yield Problem(
+                ("services", name, "expose"),
+                f"services.{name}.expose: listens on 0.0.0.0 (all interfaces); "
+                "llama.cpp servers have no authentication by default, keep this "
+                "behind a firewall or remove 'expose'",
+                Severity.WARNING,
+            )
+
+
+def _sizes(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
+    threads = spec.host.cpu.threads
+    for rs in services:
+        base, name = ("services", rs.name), rs.name
+        if rs.ubatch > rs.batch:
+            key = "ubatch" if "ubatch" in rs.service.model_fields_set else "batch"
+            yield Problem(
+                (*base, key),
+                f"services.{name}.{key}: ubatch ({rs.ubatch}) cannot "
+                f"exceed batch ({rs.batch}); llama.cpp would clamp it. Write "
+                f"ubatch: {rs.batch} or batch: {rs.ubatch}",
+            )
+        if rs.service.ctx % rs.parallel:
+            ctx, n = rs.service.ctx, rs.parallel
+            lower, upper = ctx - ctx % n, ctx - ctx % n + n
+            yield Problem(
+                (*base, "ctx"),
+                f"services.{name}.ctx: {ctx} tokens do not divide "
+                f"evenly over parallel {n} slots; write ctx: {lower} or ctx: {upper}",
+            )
+        for key in ("threads", "threads_batch"):
+            value = getattr(rs, key)
+            if value is not None and value > threads:
+                yield Problem(
+                    (*base, key),
+                    f"services.{name}.{key}: {value} exceeds the "
+                    f"host's {threads} hardware threads (host.cpu.threads)",
+                )
+
+
+def _experts(services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
+    for rs in services:
+        base, name, experts = ("services", rs.name), rs.name, rs.experts
+        if not rs.gpus and not isinstance(experts, ExpertsHost | ExpertsGpu):
+            yield Problem(
+                (*base, "experts"),
+                f"services.{name}.experts: mode "
+                f"'{experts.mode}' places experts on GPUs, but this service has no "
+                "GPUs; write 'experts: host' or give it 'gpus:'",
+            )
+        if not isinstance(experts, ExpertsExplicit):
+            continue
+        owner: dict[int, str] = {}
+        for gpu, layers in experts.layers.items():
+            if gpu not in rs.gpus:
+                yield Problem(
+                    (*base, "experts", "layers", gpu),
+                    f"services.{name}.experts."
+                    f"layers.{gpu}: GPU {gpu!r} is not one of this service's GPUs "
+                    f"({', '.join(rs.gpus) or 'none'})",
+                    at_key=True,
+                )
+            for layer in layers:
+                if layer in owner and owner[layer] != gpu:
+                    yield Problem(
+                        (*base, "experts", "layers", gpu),
+                        f"services.{name}.experts."
+                        f"layers.{gpu}: layer {layer} is also placed on "
+                        f"{owner[layer]!r}; a layer's experts go to one GPU",
+                    )
+                owner.setdefault(layer, gpu)
+
+
+def _api_keys(spec: Spec) -> Iterator[Problem]:
+    for name in sorted(spec.services):
+        svc = spec.services[name]
+        key, runtime = svc.api_key, spec.runtimes.get(svc.runtime)
+        if key is None or runtime is None:
+            continue
+        base = ("services", name, "api_key")
+        if key.secret is not None and runtime.image is None:
+            yield Problem(
+                (*base, "secret"),
+                f"services.{name}.api_key.secret: podman secrets "
+                "need a container runtime; use 'file:' for a native server",
+            )
+        if key.env_file is not None and runtime.kind != "llama.cpp":
+            yield Problem(
+                (*base, "env_file"),
+                f"services.{name}.api_key.env_file: "
+                f"{runtime.kind} does not read LLAMA_API_KEY; use 'file:' or 'secret:'",
+            )
+
+
+def _args(spec: Spec) -> Iterator[Problem]:
+    for name in sorted(spec.services):
+        for i, arg in enumerate(spec.services[name].args):
+            path = ("services", name, "args", i)
+            flag = arg.split("=", 1)[0]
+            owned = _OWNED_BY_FLAG.get(flag)
+            if owned is not None:
+                yield Problem(
+                    path, f"services.{name}.args[{i}]: {flag} {owned.reason}; {owned.instead}"
+                )
+            elif arg in ("", ";"):
+                yield Problem(
+                    path,
+                    f"services.{name}.args[{i}]: an argument {arg!r} cannot be "
+                    "rendered: systemd and quadlet end the command line there; "
+                    "remove it",
+                )
+            elif arg.startswith("-") and " " in arg.strip():
+                parts = arg.split()
+                yield Problem(
+                    path,
+                    f"services.{name}.args[{i}]: {arg!r} would reach the "
+                    "runtime as one argument; write one list item per argument: "
+                    + ", ".join(repr(p) for p in parts),
+                )
+
+
+def _ordering(spec: Spec) -> Iterator[Problem]:
+    names = sorted(spec.services)
+    for name in names:
+        svc = spec.services[name]
+        for key in ("after", "conflicts"):
+            for i, other in enumerate(getattr(svc, key)):
+                if other == name:
+                    yield Problem(
+                        ("services", name, key, i),
+                        f"services.{name}.{key}[{i}]: a service cannot name itself",
+                    )
+                elif other not in spec.services:
+                    yield Problem(
+                        ("services", name, key, i),
+                        f"services.{name}.{key}[{i}]: no service {other!r}{_known(names, other)}",
+                    )
+    clash = conflicting(spec)
+    for name in names:
+        for i, other in enumerate(spec.services[name].after):
+            if other in clash[name]:
+                yield Problem(
+                    ("services", name, "after", i),
+                    f"services.{name}.after[{i}]: {other!r} conflicts with {name!r}, so "
+                    f"{name!r} cannot wait for it to be up; remove it from 'after' or from "
+                    "'conflicts'",
+                )
+    cycle = _cycle(spec)
+    if cycle:
+        first = cycle[0]
+        idx = spec.services[first].after.index(cycle[1])
+        yield Problem(
+            ("services", first, "after", idx),
+            f"services.{first}.after: start order "
+            "has a cycle: " + " -> ".join(cycle) + "; remove one of these 'after' "
+            "entries",
+        )
+
+
+def conflicting(spec: Spec) -> dict[str, set[str]]:
+    """Each service's conflicts, both ways: naming it on either side is enough."""
+    out: dict[str, set[str]] = {n: set() for n in spec.services}
+    for name, svc in spec.services.items():
+        for other in svc.conflicts:
+            if other in out and other != name:
+                out[name].add(other)
+                out[other].add(name)
+    return out
+
+
+def _cycle(spec: Spec) -> list[str] | None:
+    """The first cycle in 'after' edges (as name -> ... -> name), in name order."""
+    state: dict[str, int] = {}
+
+    def visit(node: str, trail: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in spec.services[node].after:
+            if nxt not in spec.services or nxt == node:
+                continue
+            if state.get(nxt) == 1:
+                return [*trail[trail.index(nxt) :], nxt]
+            if nxt not in state:
+                found = visit(nxt, [*trail, nxt])
+                if found:
+                    return found
+        state[node] = 2
+        return None
+
+    for name in sorted(spec.services):
+        if name not in state:
+            found = visit(name, [name])
+            if found:
+                return found
+    return None
+
+
+def _known(names: list[str], word: str) -> str:
+    """What the user could have meant: the closest name, else every defined one."""
+    if not names:
+        return " (none are defined)"
+    close = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return " (defined: " + ", ".join(sorted(set(names))) + ")"

@@ -1,0 +1,497 @@
+"""The spec schema: the only pydantic models in layoutgen.
+
+A spec describes one host, the models on it, the runtimes that serve them and
+the services to run.  Everything is ``extra="forbid"`` and frozen: a typo is
+an error, not a silently ignored key.  Fields a role provides a default for
+are ``None`` here ("not written"); :mod:`layoutgen.spec.roles` fills them and
+remembers where each value came from, so ``validate --explain`` can say.
+
+Field descriptions double as help: they appear in the JSON Schema (editor
+hovers) and in "missing key" messages.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    model_validator,
+)
+
+from layoutgen.spec import literals
+from layoutgen.spec.sizes import SIZE_PATTERN, parse_size
+
+SCHEMA_VERSION = 1
+
+
+def _size(value: object) -> int:
+    return parse_size(value)
+
+
+Size = Annotated[
+    int,
+    BeforeValidator(_size),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": SIZE_PATTERN},
+            ],
+            "description": "bytes, or a number with a unit: 96GiB, 97247MiB, 8GB",
+        }
+    ),
+]
+
+# Every pattern is used with ``fullmatch``: ``$`` alone would accept a
+# trailing newline, and a name ending in "\n" breaks scripts and units.
+_NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,62}")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
+
+
+def _name(value: object) -> object:
+    # Service and host names become file, unit and container names.
+    if isinstance(value, str) and not _NAME.fullmatch(value):
+        raise ValueError(
+            f"{literals.clip(value)} is not a valid name: use lowercase letters, digits and '-', "
+            "starting with a letter or digit (it becomes file, unit and container names)"
+        )
+    return value
+
+
+def _ident(value: object) -> object:
+    if isinstance(value, str) and not _ID.fullmatch(value):
+        raise ValueError(
+            f"{literals.clip(value)} is not a valid id: use letters, digits, '_', '.' and '-', "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+#: Capabilities a service may add, and why an inference server would want each.
+#: Anything else (ALL, SYS_ADMIN, NET_ADMIN, ...) widens what a compromised server
+#: can do to the host far beyond what serving a model needs, so it is refused.
+CAPABILITIES = {
+    "SYS_NICE": "raise thread priority and set NUMA/CPU affinity (seed 001's --cap-add)",
+    "IPC_LOCK": "lock weights in RAM (--mlock) beyond the memlock limit",
+    "SYS_RESOURCE": "raise resource limits such as RLIMIT_MEMLOCK from inside",
+}
+
+
+def _capability(value: object) -> object:
+    if not isinstance(value, str):
+        return value
+    if not re.fullmatch(r"[A-Z][A-Z0-9_]*", value):
+        fixed = value.strip().upper().removeprefix("CAP_")
+        raise ValueError(
+            f"{literals.clip(value)} is not a capability name: write it in upper case without "
+            f"CAP_, like {literals.clip(fixed)}"
+        )
+    if value not in CAPABILITIES:
+        allowed = ", ".join(sorted(CAPABILITIES))
+        raise ValueError(
+            f"capability {literals.clip(value)} is not allowed: an inference server needs at most "
+            f"{allowed}; remove it (layoutgen never grants broader privileges)"
+        )
+    return value
+
+
+def _version(value: object) -> object:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)  # 5.4 written unquoted is a float in YAML
+    if isinstance(value, str) and not re.fullmatch(r"\d{1,4}\.\d{1,4}(\.\d{1,4})?", value):
+        raise ValueError(f"{literals.clip(value)} is not a version: write MAJOR.MINOR, e.g. '5.4'")
+    return value
+
+
+Name = Annotated[str, BeforeValidator(_name)]
+Ident = Annotated[str, BeforeValidator(_ident)]
+# Strings by where they land (see layoutgen.spec.literals): each refuses what its
+# formats cannot carry literally.
+Text = Annotated[str, AfterValidator(literals.text)]
+HostPath = Annotated[str, AfterValidator(literals.host_path)]
+MountedFile = Annotated[str, AfterValidator(literals.mounted_file)]
+Image = Annotated[str, AfterValidator(literals.image)]
+SecretName = Annotated[str, AfterValidator(literals.secret)]
+DeviceName = Annotated[str, AfterValidator(literals.device)]
+BufferName = Annotated[str, AfterValidator(literals.buffer)]
+
+#: Bounds by what a field can mean: no model has more layers (profiles: 4,096),
+#: no host more cores or GPUs, no context more than 2**30 tokens.  Beyond
+#: them a number is a typo or an attack, and later arithmetic (a range() of a
+#: million layers, a 400-digit product) is never reached.
+MAX_LAYER = 4095
+MAX_TOKENS = 1 << 30
+MAX_THREADS = 8192
+LAYER_RANGE = re.compile(r"[ ]*(\d{1,6})[ ]*-[ ]*(\d{1,6})[ ]*")
+
+
+def _layers(value: object) -> object:
+    """Accept ``[3, 4, 10-12]``: numbers and inclusive ``a-b`` ranges."""
+    if not isinstance(value, list):
+        return value
+    out: list[object] = []
+    for item in value:
+        if isinstance(item, str):
+            m = LAYER_RANGE.fullmatch(item)
+            if m is None:
+                raise ValueError(
+                    f"cannot read layer {item!r}: write a layer number (12) "
+                    "or an inclusive range ('3-10')"
+                )
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if hi > MAX_LAYER:
+                raise ValueError(f"layer {hi} in {item!r} is beyond any model: at most {MAX_LAYER}")
+            if lo > hi:
+                raise ValueError(f"layer range {item!r} runs backwards: write '{hi}-{lo}'")
+            out.extend(range(lo, hi + 1))
+        else:
+            out.append(item)
+    return out
+
+
+LayerList = Annotated[
+    tuple[Annotated[int, Field(ge=0, le=MAX_LAYER)], ...],
+    BeforeValidator(_layers),
+    WithJsonSchema(
+        {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {"type": "integer", "minimum": 0},
+                    {"type": "string", "pattern": r"^\s*\d+\s*-\s*\d+\s*$"},
+                ]
+            },
+        }
+    ),
+]
+
+KVType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1", "q6_0"]
+Role = Literal["orchestrator", "worker", "batch", "embedding"]
+RuntimeKind = Literal["llama.cpp", "ik_llama.cpp", "vllm"]
+HeatPolicy = Literal["head-tail", "head", "tail", "even"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------- host
+
+
+class Cpu(Strict):
+    cores: int = Field(ge=1, le=MAX_THREADS, description="physical cores, e.g. 16")
+    threads: int = Field(ge=1, le=MAX_THREADS, description="hardware threads (SMT), e.g. 32")
+
+    @model_validator(mode="after")
+    def _threads_cover_cores(self) -> Cpu:
+        if self.threads < self.cores:
+            raise ValueError(
+                f"threads ({self.threads}) cannot be fewer than cores ({self.cores}); "
+                f"write threads: {self.cores} without SMT, {2 * self.cores} with it"
+            )
+        return self
+
+
+Endpoint = Annotated[str, AfterValidator(literals.endpoint)]
+
+
+class Rpc(Strict):
+    """A device served over the network by llama.cpp's ``ggml-rpc-server``."""
+
+    endpoint: Endpoint = Field(
+        description="HOST:PORT the server listens on and clients connect to, e.g. "
+        "127.0.0.1:50052; anything but loopback draws a warning (the protocol has no "
+        "authentication)"
+    )
+    binary: HostPath = Field(description="absolute path of ggml-rpc-server on the serving host")
+    device: DeviceName = Field(
+        description="the one backend device the server exports (ggml-rpc-server -d), as "
+        "that host's llama.cpp names it: CUDA0, CUDA1, ... or CPU"
+    )
+    served_by: Name | None = Field(
+        default=None,
+        description="host that runs the server (its unit goes to out/<served_by>/); "
+        "this host when absent",
+    )
+
+
+class Gpu(Strict):
+    id: Ident = Field(description="the name services use for this GPU, e.g. gpu0")
+    index: int | None = Field(
+        default=None,
+        ge=0,
+        le=255,
+        description="NVML/CDI index (nvidia.com/gpu=INDEX) of a local GPU",
+    )
+    vram: Size = Field(
+        description="total memory as NVML reports it, e.g. 97247MiB (for an rpc device: "
+        "what the server may use; ggml-rpc-server cannot advertise it)"
+    )
+    reserve: Size = Field(description="memory layoutgen must leave free (display, other users)")
+    name: Text | None = Field(default=None, description="model name, for people")
+    rpc: Rpc | None = Field(
+        default=None, description="a remote device served by ggml-rpc-server instead of a local GPU"
+    )
+
+    @model_validator(mode="after")
+    def _local_or_rpc(self) -> Gpu:
+        if (self.index is None) == (self.rpc is None):
+            raise ValueError(
+                "give exactly one of 'index' (the NVML index of a local GPU) or 'rpc' "
+                "(a device served by ggml-rpc-server)"
+            )
+        return self
+
+
+class Host(Strict):
+    name: Name = Field(description="host name; rendered files go to out/<name>/")
+    cpu: Cpu = Field(description="CPU topology: cores and threads")
+    ram: Size = Field(description="installed RAM, e.g. 768GiB")
+    ram_reserve: Size = Field(description="RAM kept for the OS and everything else, e.g. 32GiB")
+    gpus: tuple[Gpu, ...] = Field(
+        default=(), max_length=64, description="GPUs; empty for a CPU-only host"
+    )
+    gpu_overhead: Size = Field(
+        default=1024**3,
+        description="GPU memory each server process takes beyond its logged buffers (CUDA "
+        "context, cuBLAS workspace); seed 001 measured 1.2-2.2 GiB per GPU. Default 1GiB",
+    )
+    podman: Annotated[str | None, BeforeValidator(_version)] = Field(
+        default=None,
+        description="podman version on the host (podman --version), e.g. '5.4'; decides "
+        "which quadlet keys are rendered; needed to render container services",
+    )
+
+
+# ------------------------------------------------------------------ models
+
+
+class Model(Strict):
+    path: MountedFile = Field(
+        description="absolute path of the GGUF on the host (first shard of a split model), "
+        "in a directory of its own: containers mount that directory read-only"
+    )
+    profile: Text = Field(description="model profile file, relative to this spec")
+
+
+class Runtime(Strict):
+    kind: RuntimeKind = Field(description="llama.cpp, ik_llama.cpp or vllm")
+    image: Image | None = Field(
+        default=None, description="container image to run: [REGISTRY/]NAME[:TAG][@DIGEST]"
+    )
+    binary: HostPath | None = Field(default=None, description="absolute path of a native server")
+
+    @model_validator(mode="after")
+    def _one_of_image_or_binary(self) -> Runtime:
+        if (self.image is None) == (self.binary is None):
+            raise ValueError(
+                "give exactly one of 'image' (a container image) or 'binary' "
+                "(an absolute path of a native server)"
+            )
+        return self
+
+
+# ------------------------------------------------------------------ experts
+
+
+class ExpertsAuto(Strict):
+    """Fill the VRAM left after fixed services with expert layers, hottest first."""
+
+    mode: Literal["auto"] = "auto"
+    policy: HeatPolicy = Field(
+        default="head-tail", description="which expert layers are hottest (seed 001: head-tail)"
+    )
+    max_layers: int | None = Field(
+        default=None, ge=0, le=MAX_LAYER + 1, description="at most this many expert layers on GPUs"
+    )
+
+
+class ExpertsHost(Strict):
+    """Every expert tensor in host RAM (--cpu-moe)."""
+
+    mode: Literal["host"] = "host"
+
+
+class ExpertsGpu(Strict):
+    """Experts stay with their layers on the GPUs (a fully resident model)."""
+
+    mode: Literal["gpu"] = "gpu"
+
+
+class ExpertsNCpuMoe(Strict):
+    """The experts of the first ``n`` layers in host RAM (--n-cpu-moe N)."""
+
+    mode: Literal["n-cpu-moe"] = "n-cpu-moe"
+    n: int = Field(
+        ge=0, le=MAX_LAYER + 1, description="layers 0..n-1 keep their experts in host RAM"
+    )
+
+
+class ExpertsExplicit(Strict):
+    """Expert layers pinned per GPU id; every other expert layer stays in host RAM."""
+
+    mode: Literal["explicit"] = "explicit"
+    layers: dict[Ident, LayerList] = Field(
+        description="GPU id → expert layers, e.g. {gpu0: [3-10, 20, 30]}"
+    )
+
+
+def _experts_shorthand(value: object) -> object:
+    # 'experts: host' is short for '{mode: host}'; modes with required keys
+    # ('n-cpu-moe', 'explicit') then report those keys as missing.
+    if isinstance(value, str):
+        return {"mode": value}
+    return value
+
+
+Experts = Annotated[
+    ExpertsAuto | ExpertsHost | ExpertsGpu | ExpertsNCpuMoe | ExpertsExplicit,
+    Field(discriminator="mode"),
+    BeforeValidator(_experts_shorthand),
+]
+
+EXPERT_MODES = ("auto", "host", "gpu", "n-cpu-moe", "explicit")
+
+
+# ----------------------------------------------------------------- services
+
+
+class ApiKey(Strict):
+    """Where the server's API key comes from; never written into rendered files."""
+
+    secret: SecretName | None = Field(
+        default=None, description="a podman secret, mounted at /run/secrets/api-key"
+    )
+    file: MountedFile | None = Field(
+        default=None, description="an absolute host path: keys one per line, mounted read-only"
+    )
+    env_file: HostPath | None = Field(
+        default=None, description="an absolute host path with LLAMA_API_KEY=... (llama.cpp only)"
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ApiKey:
+        given = [k for k in ("secret", "file", "env_file") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "give exactly one of 'secret' (a podman secret name), 'file' (a host file "
+                "with the keys) or 'env_file' (a host file with LLAMA_API_KEY=...)"
+            )
+        return self
+
+
+class Measured(Strict):
+    """Buffer sizes measured from a runtime's start-up log (``layoutgen calibrate``)."""
+
+    weights: Size | None = None
+    kv: Size | None = None
+    compute: Size | None = None
+
+
+class Service(Strict):
+    model: Ident = Field(description="model id from 'models'")
+    runtime: Ident = Field(description="runtime id from 'runtimes'")
+    role: Role = Field(description="orchestrator, worker, batch or embedding; brings defaults")
+    port: int = Field(ge=1, le=65535, description="TCP port the server listens on")
+    ctx: int = Field(
+        ge=1, le=MAX_TOKENS, description="context in tokens, total over all parallel slots"
+    )
+    gpus: tuple[Ident, ...] | None = Field(
+        default=None, description="GPU ids this service may use (role default otherwise)"
+    )
+    parallel: int | None = Field(default=None, ge=1, le=65536, description="slots (--parallel)")
+    cache_type_k: KVType | None = Field(default=None, description="K cache type (-ctk)")
+    cache_type_v: KVType | None = Field(default=None, description="V cache type (-ctv)")
+    batch: int | None = Field(
+        default=None, ge=1, le=MAX_TOKENS, description="logical batch size (-b)"
+    )
+    ubatch: int | None = Field(
+        default=None, ge=1, le=MAX_TOKENS, description="physical batch size (-ub)"
+    )
+    threads: int | None = Field(
+        default=None, ge=1, le=MAX_THREADS, description="generation threads (-t)"
+    )
+    threads_batch: int | None = Field(
+        default=None, ge=1, le=MAX_THREADS, description="prompt-processing threads (-tb)"
+    )
+    experts: Experts | None = Field(default=None, description="where expert layers go")
+    reasoning: bool | None = Field(
+        default=None, description="allow thinking; false renders a zero reasoning budget"
+    )
+    mlock: bool | None = Field(default=None, description="lock weights in RAM (--mlock)")
+    priority: int = Field(
+        default=0,
+        ge=-(2**31),
+        le=2**31 - 1,
+        description="among 'experts: auto' services, higher fills GPUs first",
+    )
+    expose: bool = Field(
+        default=False,
+        description="listen on all interfaces (0.0.0.0) instead of 127.0.0.1; validate warns",
+    )
+    after: tuple[Name, ...] = Field(default=(), description="services that must be up first")
+    conflicts: tuple[Name, ...] = Field(
+        default=(), description="services that never run at the same time as this one"
+    )
+    capabilities: tuple[Annotated[str, BeforeValidator(_capability)], ...] = Field(
+        default=(), description="Linux capabilities to add, e.g. [SYS_NICE]"
+    )
+    args: tuple[Text, ...] = Field(
+        max_length=1024, default=(), description="extra runtime arguments, passed through last"
+    )
+    measured: dict[BufferName, Measured] = Field(
+        default_factory=dict,
+        description="measured buffer sizes by runtime buffer name (CUDA0, CUDA_Host, ...)",
+    )
+    api_key: ApiKey | None = Field(
+        default=None, description="require an API key, from a podman secret or a host file"
+    )
+
+
+class Spec(Strict):
+    """A layoutgen spec: one host and what runs on it."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        frozen=True,
+        title="layoutgen spec",
+        json_schema_extra={"$id": "https://layoutgen.invalid/schema/spec.schema.json"},
+    )
+
+    version: Literal[1] = Field(default=1, description="spec format version")
+    host: Host = Field(description="the machine: CPU, RAM and GPUs")
+    models: dict[Ident, Model] = Field(
+        default_factory=dict,
+        max_length=256,
+        description="model id -> GGUF path on the host and profile",
+    )
+    runtimes: dict[Ident, Runtime] = Field(
+        default_factory=dict,
+        max_length=256,
+        description="runtime id -> llama.cpp/ik_llama.cpp image or binary",
+    )
+    services: dict[Name, Service] = Field(
+        default_factory=dict, max_length=256, description="service name -> what to run and where"
+    )
+
+
+SHORTHAND_EXPERT_MODES = ("auto", "host", "gpu")
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema editors use (``layoutgen schema``)."""
+    schema = Spec.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    # pydantic describes the mapping forms of 'experts'; the shorthand strings
+    # ('experts: host') are turned into mappings before validation, so add them.
+    experts = schema["$defs"]["Service"]["properties"]["experts"]
+    shorthand = {"type": "string", "enum": list(SHORTHAND_EXPERT_MODES)}
+    experts["anyOf"] = [shorthand, *experts["anyOf"]]
+    return schema

@@ -1,0 +1,170 @@
+"""Load → schema → role defaults → cross-checks, for one spec file.
+
+The result is a :class:`Validated` (the frozen spec, its resolved services and
+any warnings) or an :class:`InvalidInput` carrying every diagnostic found.
+Schema errors are all reported together; the cross-checks need a spec that
+passed the schema, so they run once it does (as a compiler reports syntax
+errors before type errors).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from layoutgen.errors import Diagnostic, InvalidInput, Problem, Severity
+from layoutgen.models.checks import check_models
+from layoutgen.models.profile import Profile, load_profile, profile_from_document
+from layoutgen.solve.plan import Plan
+from layoutgen.solve.solver import DoesNotFit, solve
+from layoutgen.spec import source
+from layoutgen.spec.checks import check
+from layoutgen.spec.roles import ResolvedService, resolve
+from layoutgen.spec.schema import Spec
+
+
+@dataclass(frozen=True)
+class Validated:
+    doc: source.Document
+    spec: Spec
+    services: tuple[ResolvedService, ...]
+    profiles: dict[str, Profile]  # by model id
+    warnings: tuple[Diagnostic, ...]
+    plan: Plan
+
+
+def validate_file(path: Path, name: str | None = None) -> Validated:
+    return validate_document(source.load(path, name))
+
+
+def validate_document(doc: source.Document) -> Validated:
+    from layoutgen.spec.schema_errors import validate_mapping
+
+    spec = validate_mapping(
+        doc, Spec, "a spec is a mapping with keys host, models, runtimes and services"
+    )
+    services = resolve(spec)
+    profiles, profile_problems, elsewhere = _profiles(spec, doc)
+    problems = [
+        *check(spec, services),
+        *profile_problems,
+        *check_models(spec, services, profiles),
+    ]
+    diagnostics = [doc.diagnostic(p) for p in problems] + elsewhere
+    if any(d.severity is Severity.ERROR for d in diagnostics):
+        raise InvalidInput(diagnostics)
+    try:
+        plan = solve(spec, services, profiles, doc.name)
+    except DoesNotFit as exc:
+        raise InvalidInput(diagnostics + [doc.diagnostic(p) for p in exc.problems]) from None
+    located = [
+        doc.diagnostic(Problem(("host", "cpu", "threads"), w, Severity.WARNING))
+        for w in plan.warnings
+    ]
+    warnings = tuple(sorted(diagnostics + located))
+    return Validated(doc, spec, services, profiles, warnings, plan)
+
+
+def _profiles(
+    spec: Spec, doc: source.Document
+) -> tuple[dict[str, Profile], list[Problem], list[Diagnostic]]:
+    """Load each referenced profile once; its own errors are located in its own file."""
+    profiles: dict[str, Profile] = {}
+    problems: list[Problem] = []
+    elsewhere: list[Diagnostic] = []
+    loaded: dict[Path, Profile | None] = {}
+    for mid in sorted(spec.models):
+        ref = spec.models[mid].profile
+        path = doc.path.parent / ref
+        try:
+            found = path.is_file()
+        except OSError:  # a name too long for the file system, say
+            found = False
+        if not found:
+            looked = f" (looked for {path})" if str(path) != ref else ""
+            problems.append(
+                Problem(
+                    ("models", mid, "profile"),
+                    f"models.{mid}.profile: no "
+                    f"profile file {ref!r}{looked}; write one with "
+                    "'layoutgen inspect MODEL.gguf -o FILE'",
+                )
+            )
+            continue
+        key = path.resolve()
+        if key not in loaded:
+            try:
+                loaded[key] = load_profile(path, os.path.normpath(path))
+            except InvalidInput as exc:
+                loaded[key] = None
+                elsewhere.extend(exc.diagnostics)
+        profile = loaded[key]
+        if profile is None:
+            problems.append(
+                Problem(
+                    ("models", mid, "profile"),
+                    f"models.{mid}.profile: {ref!r} is not a valid profile (see its errors)",
+                )
+            )
+        else:
+            profiles[mid] = profile
+    return profiles, problems, elsewhere
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """One file's outcome: a validated spec, or the diagnostics that refuse it."""
+
+    name: str
+    validated: Validated | None
+    diagnostics: tuple[Diagnostic, ...]
+    #: a valid model profile (validate accepts profiles as well as specs)
+    profile: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.validated is not None or self.profile
+
+
+def is_profile(doc: source.Document) -> bool:
+    """A profile has ``tensors``; a spec never does (so pre-commit can pass both kinds)."""
+    data = doc.plain()
+    return isinstance(data, dict) and "tensors" in data and "services" not in data
+
+
+def validate_files(paths: list[tuple[Path, str]]) -> list[FileResult]:
+    """Validate several specs; specs describing the same host are checked together.
+
+    They share its ports, its GPUs (by NVML index) and its RAM
+    (:mod:`layoutgen.spec.hostcheck`); a spec that does not fit beside the others
+    is invalid, with the diagnostics located in it.
+    """
+    results: list[FileResult] = []
+    for path, name in paths:
+        try:
+            doc = source.load(path, name)
+            if is_profile(doc):
+                profile_from_document(doc)
+                results.append(FileResult(name, None, (), profile=True))
+                continue
+            validated = validate_document(doc)
+        except InvalidInput as exc:
+            results.append(FileResult(name, None, tuple(exc.diagnostics)))
+        else:
+            results.append(FileResult(name, validated, validated.warnings))
+    return _shared_hosts(results)
+
+
+def _shared_hosts(results: list[FileResult]) -> list[FileResult]:
+    from layoutgen.spec.hostcheck import check_together
+
+    found = check_together([(r.name, r.validated) for r in results if r.validated is not None])
+    out: list[FileResult] = []
+    for result in results:
+        if result.validated is not None and result.name in found:
+            diagnostics = tuple(sorted([*found[result.name], *result.validated.warnings]))
+            out.append(FileResult(result.name, None, diagnostics))
+        else:
+            out.append(result)
+    return out
