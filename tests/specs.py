@@ -24,7 +24,7 @@ models:
 runtimes:
   ik:
     kind: ik_llama.cpp
-    image: registry.home.arpa/ik_llama.cpp:latest
+    image: registry.home.arpa/ik_llama.cpp:4327
 services:
   grandpa:
     model: coder

@@ -48,8 +48,8 @@ def test_argv_reproduces_the_planned_expert_placement(layout: Path) -> None:
         if not rs.gpus:
             continue
         profile = v.profiles[rs.service.model]
-        kind = v.spec.runtimes[rs.service.runtime].kind
-        names = [t.name for t in loaded(profile, kind) if expert_layer(t.name) is not None]
+        rt = v.spec.runtimes[rs.service.runtime].rules()
+        names = [t.name for t in loaded(profile, rt) if expert_layer(t.name) is not None]
         got = apply(_rules(sp.argv), names)
         planned = {n: dev for dev, layers in sp.expert_layers.items() for n in layers}
         buffer_of = {dev: buf for buf, dev in sp.device_of.items() if dev != "host"}

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from layoutgen.models.profile import HParams
 from layoutgen.models.tensors import Tensor
-from layoutgen.runtimes.llama_cpp import compute
+from layoutgen.runtimes.llama_cpp import LlamaCpp, compute
 from layoutgen.solve.kvcache import KVSettings
 
 MiB = 1 << 20
@@ -63,10 +63,12 @@ QWEN3 = HParams(
     vocab=151936,
 )
 
+MAIN = LlamaCpp()
+
 
 def _kv(ctx: int = 4096, ubatch: int = 512, parallel: int = 1) -> KVSettings:
     return KVSettings(
-        runtime="llama.cpp",
+        rt=MAIN,
         ctx=ctx,
         parallel=parallel,
         ubatch=ubatch,

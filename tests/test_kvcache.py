@@ -10,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from layoutgen import runtimes
 from layoutgen.models.profile import HParams, Profile, load_profile
+from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp
+from layoutgen.runtimes.llama_cpp import LlamaCpp
 from layoutgen.solve.kvcache import (
     KVSettings,
     LayerCache,
-    Runtime,
     cells,
     device_bytes,
     layer_caches,
@@ -23,6 +25,7 @@ from layoutgen.solve.kvcache import (
     total_bytes,
 )
 
+IK, MAIN = IkLlamaCpp(), LlamaCpp()
 MODELS = Path(__file__).resolve().parent.parent / "layouts" / "models"
 MiB = 2**20
 
@@ -34,11 +37,11 @@ def _profile(name: str) -> Profile:
 def _ik(
     ctx: int, *, mla: int | None = None, flash_attn: bool = True, mtp: bool = False
 ) -> KVSettings:
-    return KVSettings("ik_llama.cpp", ctx, 1, 512, "q8_0", "q8_0", flash_attn, mla=mla, mtp=mtp)
+    return KVSettings(IK, ctx, 1, 512, "q8_0", "q8_0", flash_attn, mla=mla, mtp=mtp)
 
 
 def _main(ctx: int, *, flash_attn: bool = True) -> KVSettings:
-    return KVSettings("llama.cpp", ctx, 1, 512, "q8_0", "q8_0", flash_attn)
+    return KVSettings(MAIN, ctx, 1, 512, "q8_0", "q8_0", flash_attn)
 
 
 def _mib(caches: tuple[LayerCache, ...] | list[LayerCache], *, cuda: bool | None) -> str:
@@ -128,7 +131,7 @@ def test_qwen35_397b_seed_003_kv() -> None:
 )
 def test_gemma4_seed_004_ring_buffer(parallel: int, unified: bool, ubatch: int) -> None:
     hp = _profile("gemma-4-26b-a4b-q5_k_m").hparams
-    s = KVSettings("llama.cpp", 32768, parallel, ubatch, "q4_0", "q4_0", kv_unified=unified)
+    s = KVSettings(MAIN, 32768, parallel, ubatch, "q4_0", "q4_0", kv_unified=unified)
     # seed 004: "25 of its 30 layers use a fixed 5,120-token ring buffer"
     assert cells(hp, s, swa=True) == 5120
     caches = layer_caches(hp, s)
@@ -143,11 +146,11 @@ def test_gemma4_seed_004_ring_buffer(parallel: int, unified: bool, ubatch: int) 
 )
 def test_mainline_swa_cells(window: int, ubatch: int, expected: int) -> None:
     hp = HParams(n_layer=2, n_head=8, n_head_kv=8, key_length=64, sliding_window=window)
-    s = KVSettings("llama.cpp", 131072, 1, ubatch, "f16", "f16")
+    s = KVSettings(MAIN, 131072, 1, ubatch, "f16", "f16")
     assert cells(hp, s, swa=True) == expected
-    assert cells(hp, KVSettings("llama.cpp", 131072, 1, ubatch, "f16", "f16", swa_full=True),
+    assert cells(hp, KVSettings(MAIN, 131072, 1, ubatch, "f16", "f16", swa_full=True),
                  swa=True) == 131072  # fmt: skip
-    assert cells(hp, KVSettings("ik_llama.cpp", 131072, 1, ubatch, "f16", "f16"), swa=True) == (
+    assert cells(hp, KVSettings(IK, 131072, 1, ubatch, "f16", "f16"), swa=True) == (
         131072  # model-facts: "ik_llama ... uses full n_ctx for SWA layers too"
     )
 
@@ -156,9 +159,9 @@ def test_mainline_swa_cells(window: int, ubatch: int, expected: int) -> None:
 
 
 @pytest.mark.parametrize("runtime", ["llama.cpp", "ik_llama.cpp"])
-def test_qwen3_next_state_and_kv(runtime: Runtime) -> None:
+def test_qwen3_next_state_and_kv(runtime: str) -> None:
     hp = _profile("qwen3-coder-next-q4_0").hparams
-    s = KVSettings(runtime, 131072, 1, 512, "f16", "f16")
+    s = KVSettings(runtimes.get(runtime), 131072, 1, 512, "f16", "f16")
     caches = layer_caches(hp, s)
     rs = [c for c in caches if c.kind == "recurrent"]
     assert total_bytes(rs) == 79_036_416  # model-facts: "RS per seq ... = 75.375 MiB"
@@ -175,11 +178,11 @@ def test_qwen35_35b_state_per_sequence() -> None:
         ssm_state_size=128, ssm_inner_size=4096, ssm_group_count=16, ssm_time_step_rank=32,
     )  # fmt: skip
     for runtime in ("llama.cpp", "ik_llama.cpp"):
-        s = KVSettings(runtime, 4096, 1, 512, "f16", "f16")
+        s = KVSettings(runtimes.get(runtime), 4096, 1, 512, "f16", "f16")
         rs = [c for c in layer_caches(hp, s) if c.kind == "recurrent"]
         assert f"{total_bytes(rs) / MiB:.2f}" == "62.81"
         assert total_bytes(rs) / MiB == 62.8125
-        s3 = KVSettings(runtime, 4096, 3, 512, "f16", "f16")
+        s3 = KVSettings(runtimes.get(runtime), 4096, 3, 512, "f16", "f16")
         rs3 = [c for c in layer_caches(hp, s3) if c.kind == "recurrent"]
         assert total_bytes(rs3) == 3 * total_bytes(rs)  # one state per sequence
 
@@ -192,17 +195,17 @@ DEEPSEEK = HParams(n_layer=61, n_head=128, n_head_kv=128, key_length=192, value_
 
 @pytest.mark.parametrize(("ctype", "per_token"), [("f16", 70_272), ("q8_0", 37_332)])
 @pytest.mark.parametrize("runtime", ["llama.cpp", "ik_llama.cpp"])
-def test_deepseek_mla_bytes_per_token(runtime: Runtime, ctype: str, per_token: int) -> None:
-    s = KVSettings(runtime, 16384, 1, 512, ctype, ctype)
+def test_deepseek_mla_bytes_per_token(runtime: str, ctype: str, per_token: int) -> None:
+    s = KVSettings(runtimes.get(runtime), 16384, 1, 512, ctype, ctype)
     assert total_bytes(layer_caches(DEEPSEEK, s)) == per_token * 16384
 
 
 def test_ik_mla_levels_without_flash_attention() -> None:
-    mla1 = layer_caches(DEEPSEEK, KVSettings("ik_llama.cpp", 4096, 1, 512, "q8_0", "f16",
+    mla1 = layer_caches(DEEPSEEK, KVSettings(IK, 4096, 1, 512, "q8_0", "f16",
                                              flash_attn=False, mla=1))  # fmt: skip
     names = [(t.name, t.qtype.name, t.ne0, t.rows) for t in mla1[0].tensors]
     assert names == [("k", "q8_0", 576, 4096), ("v", "f16", 512 * 4096, 1)]  # c^KV and kv^T
-    mla3 = layer_caches(DEEPSEEK, KVSettings("ik_llama.cpp", 4096, 1, 512, "q8_0", "f16",
+    mla3 = layer_caches(DEEPSEEK, KVSettings(IK, 4096, 1, 512, "q8_0", "f16",
                                              flash_attn=False, mla=3))  # fmt: skip
     assert [(t.qtype.name, t.ne0) for t in mla3[0].tensors] == [("f16", 576)]  # type_v, K only
     mla0 = layer_caches(DEEPSEEK, _ik(4096, mla=0))
@@ -226,18 +229,18 @@ def test_ik_pads_context_to_256(ctx: int, padded: int) -> None:
 
 
 def test_ik_pads_to_32_without_flash_attention() -> None:
-    s = KVSettings("ik_llama.cpp", 16000, 1, 512, "f16", "f16", flash_attn=False)
+    s = KVSettings(IK, 16000, 1, 512, "f16", "f16", flash_attn=False)
     assert n_ctx(HParams(n_layer=1), s) == 16000
 
 
 def test_mainline_streams_per_sequence() -> None:
     hp = HParams(n_layer=1, n_head=16, n_head_kv=2, key_length=256, value_length=256)
-    s = KVSettings("llama.cpp", 100_000, 3, 512, "f16", "f16")
+    s = KVSettings(MAIN, 100_000, 3, 512, "f16", "f16")
     # n_ctx = PAD(100000, 256) = 100096; per sequence PAD(100096 / 3, 256) = 33536
     assert (cells(hp, s, swa=False), streams(s)) == (33536, 3)
     k, v = layer_caches(hp, s)[0].tensors
     assert (k.ne0, k.rows, v.rows) == (512, 33536 * 3, 33536 * 3)
-    unified = KVSettings("llama.cpp", 100_000, 3, 512, "f16", "f16", kv_unified=True)
+    unified = KVSettings(MAIN, 100_000, 3, 512, "f16", "f16", kv_unified=True)
     assert (cells(hp, unified, swa=False), streams(unified)) == (100096, 1)
 
 
@@ -246,7 +249,7 @@ def test_mainline_streams_per_sequence() -> None:
 
 def test_cuda_pads_only_quantized_rows() -> None:
     hp = HParams(n_layer=1, n_head=16, n_head_kv=2, key_length=256, value_length=256)
-    f16 = layer_caches(hp, KVSettings("ik_llama.cpp", 1000, 1, 512, "f16", "f16"))[0]
+    f16 = layer_caches(hp, KVSettings(IK, 1000, 1, 512, "f16", "f16"))[0]
     assert device_bytes(f16, cuda=True) == f16.nbytes == 2 * 1024 * 512 * 2  # 1000 -> 1024
     q8 = layer_caches(hp, _ik(1000))[0]
     # ik's K is [256, 2*1024]: 256 elements short of 512, one q8_0 row of 256 = 272 B more,
@@ -268,7 +271,7 @@ def test_host_alignment_is_32_bytes() -> None:
 
 def test_mainline_transposed_v_uses_the_widest_layer() -> None:
     hp = _profile("gemma-4-26b-a4b-q5_k_m").hparams
-    s = KVSettings("llama.cpp", 8192, 1, 512, "f16", "f16", flash_attn=False)
+    s = KVSettings(MAIN, 8192, 1, 512, "f16", "f16", flash_attn=False)
     glob = next(c for c in layer_caches(hp, s) if c.kind == "gqa")
     k, v = glob.tensors
     assert (k.ne0, v.ne0) == (2 * 512, 8 * 256)  # V padded to the SWA layers' 2048

@@ -5,20 +5,17 @@ from __future__ import annotations
 import pytest
 
 from layoutgen.models.profile import Profile, load_profile
-from layoutgen.solve.placement import (
-    host_buffer,
-    ik_computed_wkv_b,
-    ik_split_sizes,
-    loaded,
-    place_weights,
-    split_by_count,
-    split_by_size,
-)
+from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp
+from layoutgen.runtimes.ik_llama_cpp.placement import computed_wkv_b, split_by_size, split_sizes
+from layoutgen.runtimes.llama_cpp import LlamaCpp
+from layoutgen.solve.placement import loaded, place_weights, split_by_count
 
 from conftest import ROOT
 
 MiB = 2**20
 GiB = 2**30
+
+IK, MAIN = IkLlamaCpp(), LlamaCpp()
 
 
 @pytest.fixture(scope="module")
@@ -32,8 +29,8 @@ def _experts_on(layers: dict[str, range]) -> dict[int, str]:
 
 def _one_gpu(glm: Profile, experts: dict[int, str]) -> dict[str, int]:
     layers = {i: "CUDA0" for i in range(glm.hparams.n_layer)}
-    host = host_buffer("ik_llama.cpp", gpus=True, host_overrides=True, mmap=True)
-    return place_weights(glm, "ik_llama.cpp", layers, experts, host, "CUDA0").buffers
+    host = IK.host_buffer(gpus=True, host_overrides=True, mmap=True)
+    return place_weights(glm, IK, layers, experts, host, "CUDA0").buffers
 
 
 def test_all_experts_on_host_one_gpu(glm: Profile) -> None:
@@ -61,13 +58,13 @@ KV_32K = {n: 32768 * 576 * 34 // 32 for n in range(78)}
 
 def _ik_split(glm: Profile, ctx: int = 32768) -> dict[int, str]:
     kv = {n: b * ctx // 32768 for n, b in KV_32K.items()}
-    return split_by_size(*ik_split_sizes(glm, kv, 8192), ("CUDA0", "CUDA1"), (1, 1))
+    return split_by_size(*split_sizes(glm, kv, 8192), ("CUDA0", "CUDA1"), (1, 1))
 
 
 def test_seed_003_head15_tail4_host_buffer(glm: Profile) -> None:
     layers = _ik_split(glm, ctx=65536)  # seed 003: --ctx-size 65536 -b 8192 -ub 8192
     experts = _experts_on({"CUDA0": range(3, 18), "CUDA1": range(74, 78)})
-    w = place_weights(glm, "ik_llama.cpp", layers, experts, "CUDA_Host", "CUDA1")
+    w = place_weights(glm, IK, layers, experts, "CUDA_Host", "CUDA1")
     # Seed 003: "CUDA_Host 229,438 MiB" (56 middle expert layers + token embeddings).
     assert round(w.buffers["CUDA_Host"] / MiB) == 229438
     # Seed 003 logged CUDA0 68,698 / CUDA1 23,473 MiB; the expert part is exact
@@ -90,14 +87,14 @@ def test_two_gpu_weights_match_seed_001(glm: Profile) -> None:
     # "CUDA1 buffer size = 7120.90 MiB": the split above puts 41 layers' non-expert
     # tensors on CUDA0 and 37 plus blk.78's attn_k_b/attn_v_b and the output on CUDA1.
     # Both sides must agree, which pins the per-layer and the output share apart.
-    w = place_weights(glm, "ik_llama.cpp", _ik_split(glm), {}, "CUDA_Host", "CUDA1")
+    w = place_weights(glm, IK, _ik_split(glm), {}, "CUDA_Host", "CUDA1")
     assert w.buffers["CUDA0"] / MiB == pytest.approx(7378.05, rel=0.001)
     assert w.buffers["CUDA1"] / MiB == pytest.approx(7120.90, rel=0.001)
     assert f"{w.buffers['CUDA_Host'] / MiB:.2f}" == "307110.47"
 
 
 def test_every_loaded_tensor_is_placed_once_and_skips_are_the_runtimes(glm: Profile) -> None:
-    w = place_weights(glm, "ik_llama.cpp", {}, {}, "CUDA_Host", None)
+    w = place_weights(glm, IK, {}, {}, "CUDA_Host", None)
     names = [t.name for t in glm.tensors()]
     assert sorted([*w.tensor_buffer, *w.skipped]) == sorted(names)
     # ik_llama.cpp skips nextn blk.78 (but for attn_k_b/attn_v_b), nothing else: the
@@ -105,15 +102,15 @@ def test_every_loaded_tensor_is_placed_once_and_skips_are_the_runtimes(glm: Prof
     assert w.skipped and all(n.startswith("blk.78.") for n in w.skipped)
     assert "blk.77.indexer.attn_q_b.weight" in w.tensor_buffer
     assert "blk.78.attn_k_b.weight" in w.tensor_buffer
-    assert sum(w.buffers.values()) == sum(t.nbytes for t in loaded(glm, "ik_llama.cpp"))
+    assert sum(w.buffers.values()) == sum(t.nbytes for t in loaded(glm, IK))
 
 
 def test_host_buffer_names() -> None:
-    assert host_buffer("ik_llama.cpp", gpus=True, host_overrides=True, mmap=True) == "CUDA_Host"
-    assert host_buffer("ik_llama.cpp", gpus=True, host_overrides=False, mmap=True) == "CPU"
-    assert host_buffer("llama.cpp", gpus=True, host_overrides=True, mmap=True) == "CPU_Mapped"
-    assert host_buffer("llama.cpp", gpus=True, host_overrides=True, mmap=False) == "CUDA_Host"
-    assert host_buffer("llama.cpp", gpus=False, host_overrides=False, mmap=True) == "CPU_Mapped"
+    assert IK.host_buffer(gpus=True, host_overrides=True, mmap=True) == "CUDA_Host"
+    assert IK.host_buffer(gpus=True, host_overrides=False, mmap=True) == "CPU"
+    assert MAIN.host_buffer(gpus=True, host_overrides=True, mmap=True) == "CPU_Mapped"
+    assert MAIN.host_buffer(gpus=True, host_overrides=True, mmap=False) == "CUDA_Host"
+    assert MAIN.host_buffer(gpus=False, host_overrides=False, mmap=True) == "CPU_Mapped"
 
 
 def test_mainline_count_split_puts_the_output_on_the_last_device() -> None:
@@ -127,7 +124,7 @@ def test_ik_computes_wkv_b_for_mla_ggufs_without_it(glm: Profile) -> None:
     # ik_llama.cpp src/llama.cpp: with -mla 2/3 and no attn_kv_b in the GGUF it
     # computes one per layer as q8_0, [kv_lora_rank, n_head * (qk_nope + v_head)]:
     # GLM-5.1: [512, 64 * (192 + 256)] = 28672 rows of 512/32 * 34 B.
-    created = ik_computed_wkv_b(glm, 3)
+    created = computed_wkv_b(glm, 3)
     assert set(created) == set(range(79))  # blk.78 keeps attn_k_b/attn_v_b, so it too
     assert set(created.values()) == {28672 * 512 // 32 * 34}
-    assert ik_computed_wkv_b(glm, 1) == {}  # -mla 1 does not use wkv_b
+    assert computed_wkv_b(glm, 1) == {}  # -mla 1 does not use wkv_b

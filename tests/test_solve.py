@@ -65,17 +65,17 @@ def test_ik_first_gpu_compute_counts_the_host_expert_copy() -> None:
 
 def test_ik_offload_copy_needs_host_experts_and_a_big_batch() -> None:
     from layoutgen.models.profile import load_profile
-    from layoutgen.solve.placement import ik_offload_copy
+    from layoutgen.runtimes.ik_llama_cpp.placement import offload_copy
 
     glm = load_profile(LAYOUTS / "models" / "glm-5.1-iq3_ks.yaml")
     # -muge fuses up+gate (1225 + 1225 MiB); without it the largest is down (1638 MiB)
-    assert ik_offload_copy(glm, "ik_llama.cpp", 8192, {}, merge_up_gate=True) == 2450 * MiB
-    assert ik_offload_copy(glm, "ik_llama.cpp", 8192, {}, merge_up_gate=False) == 1638 * MiB
+    assert offload_copy(glm, 8192, {}, merge_up_gate=True) == 2450 * MiB
+    assert offload_copy(glm, 8192, {}, merge_up_gate=False) == 1638 * MiB
     all_on_gpu = {layer: "CUDA0" for layer in range(3, 78)}
-    assert ik_offload_copy(glm, "ik_llama.cpp", 8192, all_on_gpu, merge_up_gate=True) == 0
+    assert offload_copy(glm, 8192, all_on_gpu, merge_up_gate=True) == 0
     # ubatch x 8 used experts must reach 32 x 256 experts: 1024 offloads, 1023 does not
-    assert ik_offload_copy(glm, "ik_llama.cpp", 1024, {}, merge_up_gate=True) > 0
-    assert ik_offload_copy(glm, "ik_llama.cpp", 1023, {}, merge_up_gate=True) == 0
+    assert offload_copy(glm, 1024, {}, merge_up_gate=True) > 0
+    assert offload_copy(glm, 1023, {}, merge_up_gate=True) == 0
 
 
 def test_n_cpu_moe_64_fits_with_the_logged_pinned_memory() -> None:

@@ -18,6 +18,7 @@ from ruamel.yaml import YAML
 
 from layoutgen.errors import InvalidInput
 from layoutgen.models.profile import load_profile
+from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp
 from layoutgen.solve.placement import loaded
 from layoutgen.solve.plan import to_json
 from layoutgen.spec.source import parse
@@ -28,7 +29,7 @@ from conftest import ROOT
 MODELS = ROOT / "layouts" / "models"
 GLM = MODELS / "glm-5.1-iq3_ks.yaml"
 CODER = MODELS / "qwen3-coder-next-q4_0.yaml"
-LOADED = {p: sum(t.nbytes for t in loaded(load_profile(p), "ik_llama.cpp")) for p in (GLM, CODER)}
+LOADED = {p: sum(t.nbytes for t in loaded(load_profile(p), IkLlamaCpp())) for p in (GLM, CODER)}
 
 
 @st.composite
@@ -82,7 +83,7 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
             "glm": {"path": "/m/glm.gguf", "profile": str(GLM)},
             "coder": {"path": "/m/coder.gguf", "profile": str(CODER)},
         },
-        "runtimes": {"ik": {"kind": "ik_llama.cpp", "image": "localhost/ik:latest"}},
+        "runtimes": {"ik": {"kind": "ik_llama.cpp", "image": "localhost/ik:4327"}},
         "services": services,
     }
 

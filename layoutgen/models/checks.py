@@ -16,7 +16,7 @@ from layoutgen.models import quants
 from layoutgen.models.profile import Profile
 from layoutgen.models.tensors import format_layers
 from layoutgen.render.argv import flash_attn, flash_attn_arg
-from layoutgen.solve.kvcache import v_cache_needs_flash_attn
+from layoutgen.runtimes.base import Runtime
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import ExpertsExplicit, ExpertsNCpuMoe, Spec
 
@@ -56,13 +56,14 @@ def _service(
 ) -> Iterator[Problem]:
     base, name, mid = ("services", rs.name), rs.name, rs.service.model
     runtime = spec.runtimes.get(rs.service.runtime)
-    if runtime is not None and runtime.kind == "llama.cpp":
+    rt = runtime.rules() if runtime is not None else None
+    if rt is not None and rt.FLAVOUR == "mainline":
         ik_types = ik_only_types(profile)
         if ik_types:
             yield Problem(
                 (*base, "runtime"),
                 f"services.{name}.runtime: model {mid!r} has "
-                f"ik_llama.cpp tensor types ({', '.join(ik_types)}) that llama.cpp "
+                f"ik_llama.cpp tensor types ({', '.join(ik_types)}) that {rt.kind} "
                 "cannot load; use an ik_llama.cpp runtime",
             )
     experts, written = rs.experts, rs.origins["experts"].source == "spec"
@@ -89,8 +90,8 @@ def _service(
             f"routed experts, so 'experts: {experts.mode}' has no effect",
             Severity.WARNING,
         )
-    if runtime is not None:
-        yield from _cache_types(rs, runtime.kind, profile)
+    if rt is not None and rt.PLANNABLE:
+        yield from _cache_types(rs, rt, profile)
     trained = profile.hparams.n_ctx_train
     per_slot = rs.service.ctx // rs.parallel
     if trained and per_slot > trained:
@@ -103,32 +104,26 @@ def _service(
         )
 
 
-def _cache_types(rs: ResolvedService, runtime: str, profile: Profile) -> Iterator[Problem]:
+def _cache_types(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterator[Problem]:
     """Cache types the runtime refuses at start-up, found before anything is sized."""
     name, k, v = rs.name, rs.cache_type_k, rs.cache_type_v
+    runtime = rt.kind
     where = ("services", name, "cache_type_v")
-    if runtime == "llama.cpp" and profile.hparams.kv_lora_rank and k != v:
-        # llama-context.cpp (build 11434): "model does not support different K
-        # (%s) and V (%s) cache types" for every MLA model
+    if rt.MLA_SAME_KV_TYPES and profile.hparams.kv_lora_rank and k != v:
         yield Problem(
             where,
-            f"services.{name}.cache_type_v: llama.cpp refuses different K ({k}) and V ({v}) "
+            f"services.{name}.cache_type_v: {runtime} refuses different K ({k}) and V ({v}) "
             f"cache types for an MLA model ({profile.arch}); write cache_type_v: {k}",
         )
     hp = profile.hparams
-    if (
-        runtime == "ik_llama.cpp"
-        and hp.recurrent_layers
-        and not (hp.ssm_group_count and hp.ssm_time_step_rank)
-    ):
-        # kvcache._state models ik's packed conv + delta-net state only
+    if hp.recurrent_layers and not rt.sizes_state(hp):
         yield Problem(
             ("services", name, "runtime"),
             f"services.{name}.runtime: model {rs.service.model!r} has recurrent layers that "
             "are not qwen3next-style (no ssm group count or time-step rank), whose state "
             "layoutgen cannot size on ik_llama.cpp; use a llama.cpp runtime",
         )
-    if not flash_attn(rs) and v_cache_needs_flash_attn(runtime, v):
+    if not flash_attn(rs) and rt.v_cache_needs_flash_attn(v):
         told = flash_attn_arg(rs) is not None
         why = (
             "its args turn flash attention off"

@@ -61,7 +61,7 @@ def server_argv(
     spec: Spec, rs: ResolvedService, plan: ServicePlan, shares: tuple[int, ...]
 ) -> tuple[str, ...]:
     svc = rs.service
-    kind = spec.runtimes[svc.runtime].kind
+    rt = spec.runtimes[svc.runtime].rules()
     argv = ["llama-server", "-m", model_path(spec, rs)]
     argv += ["-c", str(svc.ctx), "-np", str(rs.parallel)]
     argv += ["-ctk", rs.cache_type_k, "-ctv", rs.cache_type_v]
@@ -77,17 +77,14 @@ def server_argv(
     argv += ["-ngl", "999" if rs.gpus else "0"]
     if len(rs.gpus) > 1:
         argv += ["-sm", "layer", "-ts", ",".join(str(s) for s in shares)]
-    if kind == "llama.cpp":
-        argv += ["-fit", "off"]
+    argv += rt.fit_off()
     if flash_attn_arg(rs) is None:
-        argv += ["-fa", "on" if flash_attn(rs) else "off"]
+        argv += rt.flash_attn_flags(flash_attn(rs))
     argv += _experts(rs, plan)
     if rs.mlock:
-        # llama.cpp replaced --mlock/--no-mmap with -lm/--load-mode (mlock: read into
-        # RAM and lock it, no mmap); ik_llama.cpp keeps --mlock
-        argv += ["-lm", "mlock"] if kind == "llama.cpp" else ["--mlock"]
+        argv += rt.mlock()
     if rs.reasoning is False:
-        argv += ["--reasoning-budget", "0"] if kind == "ik_llama.cpp" else ["-rea", "off"]
+        argv += rt.reasoning_off()
     argv += ["--host", _bind(spec, rs), "--port", str(svc.port)]
     key = svc.api_key
     if key is not None and (key.secret is not None or key.file is not None):

@@ -1,1 +1,25 @@
-"""Runtimes: everything one runtime decides, as dated rules chosen by version."""
+"""Runtimes: everything one runtime decides, as dated rules chosen by version.
+
+One package or module per runtime (``llama_cpp``, ``ik_llama_cpp``, ``vllm``),
+each a :class:`~layoutgen.runtimes.base.Runtime`; :func:`get` returns the one a
+spec's ``runtimes.<id>`` names, at its ``version``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from layoutgen.runtimes.base import Runtime
+
+
+def get(kind: str, version: str | None = None) -> Runtime:
+    """The runtime ``kind`` at ``version`` (None: the newest rules); raises
+    VersionError for a version that names no build, KeyError for an unknown kind."""
+    from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp
+    from layoutgen.runtimes.llama_cpp import LlamaCpp
+    from layoutgen.runtimes.rules import parse_version
+    from layoutgen.runtimes.vllm import Vllm
+
+    cls = {c.KIND: c for c in (LlamaCpp, IkLlamaCpp, Vllm)}[kind]
+    return cls(None if version is None else parse_version(version))

@@ -16,20 +16,10 @@ from dataclasses import dataclass
 
 from layoutgen.models.profile import Profile
 from layoutgen.render.argv import flash_attn
-from layoutgen.runtimes.llama_cpp import compute
+from layoutgen.runtimes.base import Runtime
+from layoutgen.runtimes.llama_cpp.compute import mla_q_head
 from layoutgen.solve.kvcache import KVSettings, device_bytes, layer_caches
-from layoutgen.solve.placement import (
-    expert_activations,
-    expert_layer,
-    host_buffer,
-    ik_computed_wkv_b,
-    ik_offload_copy,
-    ik_split_sizes,
-    loaded,
-    place_weights,
-    split_by_count,
-    split_by_size,
-)
+from layoutgen.solve.placement import expert_layer, loaded, place_weights
 from layoutgen.solve.plan import Basis, Part
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import Spec
@@ -40,7 +30,7 @@ class Setting:
     """What the solver needs to know about one service, resolved once."""
 
     name: str
-    runtime: str  # "llama.cpp" | "ik_llama.cpp"
+    rt: Runtime  # the runtime at the spec's version: everything it decides
     profile: Profile
     #: host GPU ids in the runtime's device order: rpc devices first (llama.cpp puts
     #: them at the front of its list), in spec order, then local GPUs by NVML index
@@ -89,11 +79,11 @@ def _mmap(args: tuple[str, ...], mlock: bool) -> bool:
 
 
 def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
-    runtime = spec.runtimes[rs.service.runtime].kind
+    rt = spec.runtimes[rs.service.runtime].rules()
     args = rs.service.args
     mla = _flag(args, "-mla", "--mla-use")
     kv = KVSettings(
-        runtime="ik_llama.cpp" if runtime == "ik_llama.cpp" else "llama.cpp",
+        rt=rt,
         ctx=rs.service.ctx,
         parallel=rs.parallel,
         ubatch=rs.ubatch,
@@ -110,7 +100,7 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
     gpus, devices, cuda = device_order(spec, rs.gpus)
     return Setting(
         name=rs.name,
-        runtime=runtime,
+        rt=rt,
         profile=profile,
         gpus=gpus,
         devices=devices,
@@ -119,9 +109,8 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         mmap=_mmap(args, rs.mlock),
         measured=measured,
         overhead=spec.host.gpu_overhead,
-        merge_up_gate=runtime == "ik_llama.cpp"
-        and any(a in ("-muge", "--merge-up-gate-experts") for a in args),
-        mla_q_head=compute.mla_q_head(profile.hparams, profile.tensors()),
+        merge_up_gate=rt.merges_up_gate(args),
+        mla_q_head=mla_q_head(profile.hparams, profile.tensors()),
     )
 
 
@@ -162,22 +151,18 @@ def layer_split(s: Setting, shares: tuple[float, ...]) -> dict[int, str]:
     devices = s.devices
     if not devices:
         return {}
-    layers = range(s.profile.hparams.n_layer)
     if len(devices) == 1:
-        return dict.fromkeys(layers, devices[0])
-    if s.runtime == "ik_llama.cpp":
-        sizes, output = ik_split_sizes(s.profile, kv_per_layer(s, cuda=True), s.kv.ubatch)
-        return split_by_size(sizes, output, devices, shares)
-    return split_by_count(list(layers), devices, shares)
+        return dict.fromkeys(range(s.profile.hparams.n_layer), devices[0])
+    return s.rt.layer_split(s, kv_per_layer(s, cuda=True), shares)
 
 
-def expert_bytes(profile: Profile, runtime: str) -> dict[int, int]:
+def expert_bytes(profile: Profile, runtime: Runtime) -> dict[int, int]:
     """Bytes of routed experts per expert layer (what one placement decision moves)."""
     return dict(_expert_bytes(profile, runtime))
 
 
 @functools.lru_cache(maxsize=64)
-def _expert_bytes(profile: Profile, runtime: str) -> tuple[tuple[int, int], ...]:
+def _expert_bytes(profile: Profile, runtime: Runtime) -> tuple[tuple[int, int], ...]:
     out: dict[int, int] = {}
     for t in loaded(profile, runtime):
         layer = expert_layer(t.name)
@@ -189,16 +174,15 @@ def _expert_bytes(profile: Profile, runtime: str) -> tuple[tuple[int, int], ...]
 def buffers(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -> dict[str, Part]:
     """Every buffer of the service: weights (exact), KV (exact), compute, overhead."""
     devices = s.devices
-    host_overrides = any(layer not in experts for layer in expert_bytes(s.profile, s.runtime))
-    host = host_buffer(s.runtime, gpus=s.local_gpus, host_overrides=host_overrides, mmap=s.mmap)
+    host_overrides = any(layer not in experts for layer in expert_bytes(s.profile, s.rt))
+    host = s.rt.host_buffer(gpus=s.local_gpus, host_overrides=host_overrides, mmap=s.mmap)
     output = devices[-1] if devices else None
-    w = place_weights(s.profile, s.runtime, layers, experts, host, output)
+    w = place_weights(s.profile, s.rt, layers, experts, host, output)
     weights = dict(w.buffers)
     created: dict[str, int] = {}
-    if s.runtime == "ik_llama.cpp":
-        for layer, nbytes in ik_computed_wkv_b(s.profile, s.kv.mla).items():
-            buf = layers.get(layer, host)
-            created[buf] = created.get(buf, 0) + nbytes
+    for layer, nbytes in s.rt.created_weights(s.profile, s.kv.mla).items():
+        buf = layers.get(layer, host)
+        created[buf] = created.get(buf, 0) + nbytes
     kv: dict[str, int] = {}
     for cache in layer_caches(s.profile.hparams, s.kv, arch=s.profile.arch):
         buf = layers.get(cache.layer, "CPU")
@@ -238,56 +222,8 @@ def _compute(
     layers: Mapping[int, str],
     experts: Mapping[int, str],
 ) -> tuple[int, Basis]:
-    """A measured compute buffer, else an estimate (see the module docstring).
-
-    llama.cpp: derived from its graph and scheduler, :mod:`layoutgen.runtimes.llama_cpp.compute`.
-    ik_llama.cpp, GPU: the larger of the routed experts' activations and the
-    logits (n_vocab x ubatch x 4 B, on the output device), plus 10 %; on the
-    first GPU, at least the largest host expert tensor it copies in to run
-    a big batch's MoE matmul plus the activations (:func:`ik_offload_copy`;
-    seed 001's GLM-5.1 at -ub 8192 logged 5418 MiB where this gives 5394).  Host
-    side with a GPU: n_embd x ubatch x 16 B (seed 001: 704 MiB logged, 768
-    here).  CPU-only: the GPU formula, on the CPU.
-    """
+    """A measured compute buffer, else the runtime's estimate (its ``compute``)."""
     measured = s.measured.get(buffer, {}).get("compute")
     if measured is not None:
         return measured, "measured"
-    if s.runtime == "llama.cpp":
-        return _mainline_compute(s, buffer, output, layers, experts), "estimated"
-    hp, ub = s.profile.hparams, s.kv.ubatch
-    if buffer in ("CUDA_Host", "CPU_Mapped") or (buffer == "CPU" and s.devices):
-        return (hp.n_embd or 0) * ub * 16 if buffer == "CUDA_Host" else 0, "estimated"
-    activations = expert_activations(s.profile, s.runtime, ub)
-    logits = (hp.vocab or 0) * ub * 4 if buffer == output or output is None else 0
-    estimate = int(max(activations, logits) * 1.1)
-    first_gpu = next((d for d in s.devices if d.startswith("CUDA")), None)
-    if buffer == first_gpu:
-        copy = ik_offload_copy(s.profile, s.runtime, ub, experts, merge_up_gate=s.merge_up_gate)
-        if copy:
-            estimate = max(estimate, copy + activations)
-    return estimate, "estimated"
-
-
-def _mainline_compute(
-    s: Setting,
-    buffer: str,
-    output: str | None,
-    layers: Mapping[int, str],
-    experts: Mapping[int, str],
-) -> int:
-    """llama.cpp's compute buffer for one of its buffers; 0 for weight-only buffers."""
-    g = compute.Graph(
-        hparams=s.profile.hparams,
-        kv=s.kv,
-        devices=s.devices,
-        layers=layers,
-        experts=experts,
-        expert_layer_bytes=expert_bytes(s.profile, s.runtime),
-        cuda=s.cuda,
-        mla_q_head=s.mla_q_head,
-    )
-    if buffer in s.devices:
-        return compute.device(g, buffer, output=buffer == output)
-    if buffer == ("CUDA_Host" if s.local_gpus else "CPU"):
-        return compute.host(g)
-    return 0
+    return s.rt.compute(s, buffer, output, layers, experts)

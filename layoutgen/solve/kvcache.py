@@ -24,8 +24,8 @@ from typing import Literal
 
 from layoutgen.models.profile import HParams
 from layoutgen.models.quants import QuantType, by_name
+from layoutgen.runtimes.base import Runtime
 
-Runtime = Literal["llama.cpp", "ik_llama.cpp"]
 Kind = Literal["gqa", "mla", "swa", "recurrent", "indexer"]
 
 MATRIX_ROW_PADDING = 512  # ggml-cuda common.cuh: quantized rows padded for the matmul kernels
@@ -40,7 +40,7 @@ DSA_INDEXER_HEAD: dict[str, int] = {"glm-dsa": 128, "deepseek32": 128}
 class KVSettings:
     """The command-line settings that size the cache (after the runtime's defaults)."""
 
-    runtime: Runtime
+    rt: Runtime  # whose cache rules: padding, streams, layouts (layoutgen.runtimes)
     ctx: int  # -c, total over slots; 0 = the model's n_ctx_train
     parallel: int  # -np (mainline server "auto" = 4 with kv_unified=True)
     ubatch: int  # effective -ub, i.e. min(-b, -ub)
@@ -86,27 +86,23 @@ def _pad(n: int, to: int) -> int:
     return (n + to - 1) // to * to
 
 
-def _ik(s: KVSettings) -> bool:
-    return s.runtime == "ik_llama.cpp"
-
-
 def n_ctx(hp: HParams, s: KVSettings) -> int:
-    """Total context after padding: mainline pads to 256; ik to 256 with FA, else 32."""
+    """Total context after padding to the runtime's multiple (``Runtime.ctx_padding``)."""
     ctx = s.ctx or hp.n_ctx_train or 0
     if ctx <= 0:
         raise ValueError("ctx is 0 and the profile has no n_ctx_train")
-    return _pad(ctx, 256 if s.flash_attn or not _ik(s) else 32)
+    return _pad(ctx, s.rt.ctx_padding(s.flash_attn))
 
 
 def streams(s: KVSettings) -> int:
-    """KV streams: mainline keeps one per sequence unless -kvu; ik is always unified."""
-    return 1 if _ik(s) or s.kv_unified else max(1, s.parallel)
+    """KV streams: one per sequence unless -kvu or the runtime always unifies (ik)."""
+    return 1 if s.rt.KV_ALWAYS_UNIFIED or s.kv_unified else max(1, s.parallel)
 
 
 def cells(hp: HParams, s: KVSettings, *, swa: bool) -> int:
     """Cells per stream for a full-attention (``swa=False``) or sliding-window layer."""
     total = n_ctx(hp, s)
-    if _ik(s):
+    if not s.rt.SWA_RING:
         return total  # ik gives sliding-window layers the full context
     np = max(1, s.parallel)
     base = total if s.kv_unified else _pad(total // np, 256)
@@ -120,7 +116,7 @@ def cells(hp: HParams, s: KVSettings, *, swa: bool) -> int:
 def state_rows(s: KVSettings, n_cells: int) -> int:
     """Recurrent state rows: mainline n_seq*(1+n_rs_seq); ik min(n_seq, kv_size)."""
     n_seq = max(1, s.parallel)
-    return min(n_seq, n_cells) if _ik(s) else n_seq * (1 + s.rs_seq)
+    return min(n_seq, n_cells) if s.rt.PACKED_STATE else n_seq * (1 + s.rs_seq)
 
 
 def _per_layer(value: int | tuple[int, ...] | None, il: int) -> int:
@@ -149,7 +145,7 @@ def _state(hp: HParams, s: KVSettings, il: int, rows: int) -> LayerCache:
     inner, state = hp.ssm_inner_size or 0, hp.ssm_state_size or 0
     groups = hp.ssm_group_count or 0
     n_r = conv * (inner + 2 * groups * state)
-    if not _ik(s):
+    if not s.rt.PACKED_STATE:
         n_s = state * inner
         return LayerCache(
             il, "recurrent", (CacheTensor("r", f32, n_r, rows), CacheTensor("s", f32, n_s, rows))
@@ -162,38 +158,24 @@ def _state(hp: HParams, s: KVSettings, il: int, rows: int) -> LayerCache:
     return LayerCache(il, "recurrent", (CacheTensor("s", f32, n_s, rows),))
 
 
-def v_cache_needs_flash_attn(runtime: str, cache_type_v: str) -> bool:
-    """Whether the runtime refuses this V cache type without flash attention.
-
-    llama.cpp refuses any quantized V cache (``ggml_is_quantized``: a block
-    type) when flash attention is disabled (llama-context.cpp, build 11434:
-    "quantized V cache requires flash_attn to be enabled"); ik_llama.cpp
-    accepts only f16 and bf16 without it.
-    """
-    if runtime == "ik_llama.cpp":
-        return by_name(cache_type_v, "ik").name not in ("f16", "bf16")
-    return by_name(cache_type_v, "mainline").block_size > 1
-
-
 def layer_caches(hp: HParams, s: KVSettings, *, arch: str = "") -> tuple[LayerCache, ...]:
     """Every cache tensor the runtime allocates, by layer, in layer order.
 
     ``arch`` (the profile's) is needed only to add mainline's DSA indexer cache.
     """
-    flavour: Literal["mainline", "ik"] = "ik" if _ik(s) else "mainline"
-    tk, tv = by_name(s.cache_type_k, flavour), by_name(s.cache_type_v, flavour)
-    ik = _ik(s)
-    if not s.flash_attn and v_cache_needs_flash_attn(s.runtime, s.cache_type_v):
+    rt = s.rt
+    tk, tv = by_name(s.cache_type_k, rt.FLAVOUR), by_name(s.cache_type_v, rt.FLAVOUR)
+    if not s.flash_attn and rt.v_cache_needs_flash_attn(s.cache_type_v):
         # validate refuses such a service first (models.check_models): a bug if reached
-        raise ValueError(f"{s.runtime} refuses a {tv.name} V cache without flash attention")
+        raise ValueError(f"{rt.kind} refuses a {tv.name} V cache without flash attention")
     n_st = streams(s)
     full, ring = cells(hp, s, swa=False), cells(hp, s, swa=True)
-    trunk = hp.n_layer - (0 if s.mtp else hp.nextn_layers or 0)
+    trunk = hp.n_layer - (0 if s.mtp or rt.kv_for_nextn() else hp.nextn_layers or 0)
     kv_end = min(trunk, hp.n_layer - (hp.shared_kv_layers or 0))
     swa_set, rec_set = set(hp.swa_layers or ()), set(hp.recurrent_layers or ())
-    mla = bool(hp.kv_lora_rank) and not (ik and s.mla == 0)
+    mla = bool(hp.kv_lora_rank) and not (rt.MLA_LEVELS and s.mla == 0)
     level = 3 if s.mla is None else s.mla
-    idx_head = 0 if ik else DSA_INDEXER_HEAD.get(arch, 0)
+    idx_head = DSA_INDEXER_HEAD.get(arch, 0) if rt.DSA_INDEXER_CACHE else 0
     v_max = max(
         n * dv for n, _, dv in (_heads(hp, il, swa=il in swa_set) for il in range(hp.n_layer))
     )
@@ -207,7 +189,7 @@ def layer_caches(hp: HParams, s: KVSettings, *, arch: str = "") -> tuple[LayerCa
             continue  # trailing layers reuse an earlier layer's KV (gemma3n/gemma4)
         if mla:
             width = (hp.kv_lora_rank or 0) + (hp.rope_dim or 0)
-            if not ik or s.flash_attn:
+            if not rt.MLA_LEVELS or s.flash_attn:
                 ts = (CacheTensor("k", tk, width, full * n_st),)
             elif level == 1:  # ik -mla 1 without FA: c^KV plus kv^T, a 1-d tensor
                 rank = hp.kv_lora_rank or 0
@@ -224,7 +206,7 @@ def layer_caches(hp: HParams, s: KVSettings, *, arch: str = "") -> tuple[LayerCa
         swa = il in swa_set
         n = ring if swa else full
         n_kv, dk, dv = _heads(hp, il, swa=swa)
-        if ik:  # K [head_k, n_head_kv*cells]; V 1-d [n_embd_v_gqa*cells]
+        if rt.FLAT_V:  # K [head_k, n_head_kv*cells]; V 1-d [n_embd_v_gqa*cells]
             ts = (CacheTensor("k", tk, dk, n_kv * n), CacheTensor("v", tv, n_kv * dv * n, 1))
         else:  # K/V [n_embd_gqa, cells, streams]; a transposed V uses the widest layer's
             v_ne0 = n_kv * dv if s.flash_attn else v_max

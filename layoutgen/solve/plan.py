@@ -15,6 +15,7 @@ sizes are integers in bytes; keys are sorted so equal plans are equal bytes.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -75,6 +76,8 @@ class Plan:
     #: the order services were placed in (fixed first, then auto by priority):
     #: services sharing a GPU start in this order, each after the previous is up.
     order: tuple[str, ...] = ()
+    #: runtime id -> the rules the plan assumed for it (Runtime.assumed)
+    runtimes: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
 
     def device(self, device_id: str) -> DevicePlan:
         return next(d for d in self.devices if d.id == device_id)
@@ -113,6 +116,7 @@ def to_json(plan: Plan) -> str:
             }
             for s in plan.services
         },
+        "runtimes": {rid: dict(r) for rid, r in plan.runtimes.items()},
         "warnings": list(plan.warnings),
     }
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
@@ -176,6 +180,15 @@ def to_text(plan: Plan) -> str:
             lines.append(
                 f"  {where:<9} {len(layers):>3}  {format_layers(layers, sep='-', join=', ')}"
             )
+        lines.append("")
+    for rid, r in plan.runtimes.items():
+        rules = (
+            f"build {r['version']}'s rules"
+            if r["version"] is not None
+            else f"the newest rules (no 'version:'; read from {r['read_from']})"
+        )
+        lines.append(f"runtime {rid} ({r['kind']}): planned with {rules}")
+    if plan.runtimes:
         lines.append("")
     lines += [f"warning: {w}" for w in plan.warnings]
     return "\n".join(lines).rstrip() + "\n"

@@ -169,42 +169,23 @@ def solve(
     devices = _devices(spec, placed, worlds)
     warnings = tuple(p.message for p in problems)
     services_sorted = tuple(placed[n] for n in sorted(placed))
-    return Plan(name, spec.host.name, devices, services_sorted, warnings, tuple(order))
+    used = sorted({by_name[n].service.runtime for n in placed})
+    assumed = {rid: spec.runtimes[rid].rules().assumed() for rid in used}
+    return Plan(name, spec.host.name, devices, services_sorted, warnings, tuple(order), assumed)
 
 
 def _fixed_experts(rs: ResolvedService, s: Setting, layers: Mapping[int, str]) -> dict[int, str]:
     """Expert layer -> CUDA buffer for every mode but auto (absent: host)."""
-    expert_layers = sorted(expert_bytes(s.profile, s.runtime))
+    expert_layers = sorted(expert_bytes(s.profile, s.rt))
     mode = rs.experts
     if isinstance(mode, ExpertsGpu):
         return {n: layers[n] for n in expert_layers if n in layers}
     if isinstance(mode, ExpertsNCpuMoe):
-        host = _n_cpu_moe_host(s, layers, mode.n)
+        host = s.rt.n_cpu_moe_host(s, layers, expert_layers, mode.n)
         return {n: layers[n] for n in expert_layers if n not in host and n in layers}
     if isinstance(mode, ExpertsExplicit):
         return {n: s.buffer_of(g) for g, ns in mode.layers.items() for n in ns}
     return {}  # host, and the starting point of auto
-
-
-def _n_cpu_moe_host(s: Setting, layers: Mapping[int, str], n: int) -> set[int]:
-    """Layers whose experts ``--n-cpu-moe n`` keeps in host RAM.
-
-    Mainline, and ik_llama.cpp on one GPU: blk.0 .. blk.n-1.  ik_llama.cpp
-    with a layer split over several GPUs shares n between the devices in
-    proportion to their layer counts and takes each device's *highest* layers
-    (ik PR #1464): GLM-5.1 with n = 64 on 2 GPUs keeps blk.8-40 and blk.48-78.
-    """
-    all_layers = range(s.profile.hparams.n_layer)
-    if s.runtime != "ik_llama.cpp" or len(s.devices) < 2 or n >= len(all_layers):
-        return set(range(min(n, len(all_layers))))
-    host: set[int] = set()
-    left = n
-    for i, dev in enumerate(s.devices):
-        mine = sorted(layer for layer in all_layers if layers.get(layer) == dev)
-        take = left if i == len(s.devices) - 1 else n * len(mine) // len(all_layers)
-        host.update(mine[len(mine) - take :] if take else [])
-        left -= take
-    return host
 
 
 def _used_beside(
@@ -235,7 +216,7 @@ def _fill(
     reserve: Mapping[str, int],
 ) -> dict[int, str]:
     assert isinstance(rs.experts, ExpertsAuto)
-    sizes = expert_bytes(s.profile, s.runtime)
+    sizes = expert_bytes(s.profile, s.rt)
     beside = _used_beside(rs.name, placed, worlds)
     base = buffers(s, layers, {})
     free = {s.buffer_of(g): capacity[g] - reserve[g] - beside.get(g, 0) for g in s.gpus}
@@ -260,7 +241,7 @@ def _fill(
 def _service_plan(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -> ServicePlan:
     bufs = buffers(s, layers, experts)
     by_device: dict[str, list[int]] = {}
-    for layer in sorted(expert_bytes(s.profile, s.runtime)):
+    for layer in sorted(expert_bytes(s.profile, s.rt)):
         buf = experts.get(layer)
         by_device.setdefault(s.device_of(buf) if buf else "host", []).append(layer)
     return ServicePlan(

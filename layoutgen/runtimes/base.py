@@ -1,0 +1,176 @@
+"""What every runtime module answers, and the dated-rule machinery they share.
+
+The solver, the KV model and the renderers ask a :class:`Runtime` instead
+of branching on a runtime's name: where host weights land and under which
+buffer name, how layers split over devices, which layers ``--n-cpu-moe``
+moves, how the KV cache is padded and laid out, what the compute buffers
+hold, which flags mean what.  One subclass per runtime
+(:mod:`layoutgen.runtimes.llama_cpp`, :mod:`layoutgen.runtimes.ik_llama_cpp`),
+each with its :data:`Runtime.RULES`: behaviours that changed from one build
+to the next, chosen by the spec's ``runtimes.<id>.version``.
+
+A new runtime release with a new behaviour is one :func:`~rules.rule` in
+that runtime's ``RULES`` plus the branch that asks :meth:`Runtime.follows`
+for it, in that runtime's module.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from layoutgen.runtimes.rules import Rule, Version
+
+if TYPE_CHECKING:
+    from layoutgen.models.profile import HParams, Profile
+    from layoutgen.models.tensors import Tensor
+    from layoutgen.solve.footprint import Setting
+    from layoutgen.solve.plan import Basis
+
+Flavour = Literal["mainline", "ik"]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """One runtime at one version (None: the newest rules this layoutgen knows)."""
+
+    version: Version | None = None
+
+    #: the name a spec's ``runtimes.<id>.kind`` gives
+    KIND: ClassVar[str] = ""
+    #: which ggml type table its tensors and caches use
+    FLAVOUR: ClassVar[Flavour] = "mainline"
+    #: behaviours by build, oldest first
+    RULES: ClassVar[tuple[Rule, ...]] = ()
+    #: the build whose source the rules without a date were read from
+    READ_FROM: ClassVar[str] = ""
+    #: KV cache types it accepts (-ctk/-ctv)
+    CACHE_TYPES: ClassVar[frozenset[str]] = frozenset()
+    #: whether layoutgen can plan its memory yet
+    PLANNABLE: ClassVar[bool] = True
+    #: whether it reads the API key from LLAMA_API_KEY
+    READS_API_KEY_ENV: ClassVar[bool] = False
+
+    @property
+    def kind(self) -> str:
+        return self.KIND
+
+    def follows(self, name: str) -> bool:
+        """Whether this build has the behaviour called ``name`` (a KeyError is a typo)."""
+        return _rule(self.KIND, self.RULES, name).applies(self.version)
+
+    def assumed(self) -> dict[str, object]:
+        """What the plan says about the rules it used (plan JSON ``runtimes``)."""
+        return {
+            "kind": self.KIND,
+            "version": None if self.version is None else self.version.text,
+            "rules": "newest" if self.version is None else "as of this version",
+            "read_from": self.READ_FROM,
+            "follows": [r.name for r in self.RULES if r.applies(self.version)],
+            "not_yet": [r.name for r in self.RULES if not r.applies(self.version)],
+        }
+
+    # ---- weights -------------------------------------------------------------------
+
+    def keeps(self, profile: Profile, tensor: Tensor, nextn: frozenset[int]) -> bool:
+        """Whether the runtime loads ``tensor`` (nextn/MTP layers: not, by default)."""
+        return tensor.layer not in nextn
+
+    def host_buffer(self, *, gpus: bool, host_overrides: bool, mmap: bool) -> str:
+        """The buffer host-resident weights land in."""
+        raise NotImplementedError
+
+    def created_weights(self, profile: Profile, mla: int | None) -> dict[int, int]:
+        """Bytes per layer of weights the runtime computes at start-up (not in the file)."""
+        return {}
+
+    def layer_split(
+        self, s: Setting, kv_per_layer: Mapping[int, int], shares: Sequence[float]
+    ) -> dict[int, str]:
+        """Which device holds each layer when there are several."""
+        raise NotImplementedError
+
+    def n_cpu_moe_host(
+        self, s: Setting, layers: Mapping[int, str], expert_layers: Sequence[int], n: int
+    ) -> set[int]:
+        """The expert layers ``--n-cpu-moe n`` keeps in host RAM."""
+        raise NotImplementedError
+
+    # ---- KV cache (read by layoutgen.solve.kvcache) --------------------------------
+
+    def ctx_padding(self, flash_attn: bool) -> int:
+        """The multiple the total context is padded to."""
+        return 256
+
+    #: one KV stream for all sequences whatever -kvu says
+    KV_ALWAYS_UNIFIED: ClassVar[bool] = False
+    #: sliding-window layers keep a ring of n_swa (+ ubatch) cells, not the context
+    SWA_RING: ClassVar[bool] = True
+    #: V cache as one flat tensor per layer (ik) rather than [n_embd_v, cells]
+    FLAT_V: ClassVar[bool] = False
+    #: recurrent (DeltaNet) state packed in one tensor, min(n_seq, cells) rows (ik)
+    PACKED_STATE: ClassVar[bool] = False
+    #: DSA lightning-indexer keys cached per layer
+    DSA_INDEXER_CACHE: ClassVar[bool] = False
+    #: -mla levels with different cache layouts (ik)
+    MLA_LEVELS: ClassVar[bool] = False
+
+    #: refuses different K and V cache types for an MLA model
+    MLA_SAME_KV_TYPES: ClassVar[bool] = False
+
+    def sizes_state(self, hp: HParams) -> bool:
+        """Whether layoutgen knows this runtime's recurrent-state layout for ``hp``."""
+        return True
+
+    def kv_for_nextn(self) -> bool:
+        """Whether nextn/MTP layers get a KV cache when MTP is not used."""
+        return False
+
+    def v_cache_needs_flash_attn(self, cache_type_v: str) -> bool:
+        """Whether the runtime refuses this V cache type without flash attention."""
+        raise NotImplementedError
+
+    # ---- compute buffers -----------------------------------------------------------
+
+    def compute(
+        self,
+        s: Setting,
+        buffer: str,
+        output: str | None,
+        layers: Mapping[int, str],
+        experts: Mapping[int, str],
+    ) -> tuple[int, Basis]:
+        """An estimate of ``buffer``'s compute buffer and its basis."""
+        raise NotImplementedError
+
+    # ---- flags ---------------------------------------------------------------------
+
+    def flash_attn_flags(self, on: bool) -> list[str]:
+        """Flags that turn flash attention on or off, as this build spells them."""
+        raise NotImplementedError
+
+    def fit_off(self) -> list[str]:
+        """Flags that stop the runtime re-fitting the placement on its own."""
+        return []
+
+    def mlock(self) -> list[str]:
+        """Flags that read the model into locked RAM."""
+        return ["--mlock"]
+
+    def reasoning_off(self) -> list[str]:
+        """Flags that turn a reasoning model's thinking off."""
+        raise NotImplementedError
+
+    def merges_up_gate(self, args: Sequence[str]) -> bool:
+        """Whether passthrough args fuse up and gate experts into one tensor."""
+        return False
+
+
+@functools.cache
+def _rule(kind: str, rules: tuple[Rule, ...], name: str) -> Rule:
+    for r in rules:
+        if r.name == name:
+            return r
+    raise KeyError(f"{kind} has no rule {name!r}")

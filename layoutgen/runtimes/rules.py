@@ -1,0 +1,84 @@
+"""Runtime versions and the dated rules they select.
+
+Runtimes change how they place tensors and size buffers from one build to
+the next (ik_llama.cpp split layers by count until build 4327, by size
+since).  Each change is a :class:`Rule`: the first build that has it, the
+date it was merged, and where that is recorded.  A spec names the build its
+image or binary runs (``runtimes.<id>.version``); a runtime follows every
+rule whose build is at or below it, and every rule when no version is given.
+
+Versions are written as the runtime prints them: llama.cpp ``b6123`` (its
+release tags) or the bare build number ``6123`` (``--version``: "version:
+6123 (a1b2c3d)"); ik_llama.cpp its build number (``--version``: "version:
+4327 (0871ab29)", the commit count of its tree).  A commit date
+(``2026-03-20``) is accepted too, for builds that print none; a rule knows
+both its build and its date, so either selects it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from dataclasses import dataclass
+
+_BUILD = re.compile(r"b?(?P<build>[0-9]{1,7})(?:\s*\((?P<commit>[0-9a-f]{7,40})\))?")
+_DATE = re.compile(r"(?P<y>20[0-9]{2})-(?P<m>[0-9]{2})-(?P<d>[0-9]{2})")
+
+
+class VersionError(ValueError):
+    """A version string that names no build."""
+
+
+@dataclass(frozen=True)
+class Version:
+    """A runtime build, by number, by commit date, or both."""
+
+    text: str
+    build: int | None = None
+    date: datetime.date | None = None
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def parse_version(text: str) -> Version:
+    """``b6123``, ``6123``, ``6123 (a1b2c3d)`` or ``2026-03-20``; raises VersionError."""
+    value = text.strip()
+    m = _BUILD.fullmatch(value)
+    if m:
+        return Version(text=value, build=int(m.group("build")))
+    m = _DATE.fullmatch(value)
+    if m:
+        try:
+            day = datetime.date(int(m.group("y")), int(m.group("m")), int(m.group("d")))
+        except ValueError:
+            raise VersionError(f"{value!r} is not a date") from None
+        return Version(text=value, date=day)
+    raise VersionError(
+        f"{value!r} names no build: write the build number the runtime's --version "
+        "prints (e.g. b6123 or 4327), or the build's commit date (e.g. 2026-03-20)"
+    )
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One behaviour a runtime has had since a build, with where that is recorded."""
+
+    name: str
+    since_build: int
+    since: datetime.date
+    source: str
+    summary: str
+
+    def applies(self, version: Version | None) -> bool:
+        """Whether a runtime of ``version`` behaves this way (no version: the newest does)."""
+        if version is None:
+            return True
+        if version.build is not None:
+            return version.build >= self.since_build
+        assert version.date is not None
+        return version.date >= self.since
+
+
+def rule(name: str, build: int, date: str, source: str, summary: str) -> Rule:
+    return Rule(name, build, datetime.date.fromisoformat(date), source, summary)

@@ -1,0 +1,162 @@
+"""Runtime versions select dated rules: each rule changes the plan at its build, not before.
+
+Every rule is checked on both sides of its first build, on the layouts it
+matters for (GLM-5.1 from seed 001): the build numbers and pull requests are
+ik_llama.cpp's history (``git rev-list --count`` at each merge commit).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import pytest
+
+from layoutgen import runtimes
+from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp, _share
+from layoutgen.runtimes.rules import VersionError, parse_version
+from layoutgen.solve.plan import to_json
+from layoutgen.spec.validate import validate_file
+
+from conftest import ROOT
+
+LAYOUTS = ROOT / "layouts"
+MiB = 2**20
+
+
+def _at(tmp_path: Path, layout: str, version: str | None) -> Path:
+    """A bundled layout with its runtime's version replaced (None: removed)."""
+    text = (LAYOUTS / layout).read_text()
+    text = text.replace("profile: models/", f"profile: {LAYOUTS}/models/")
+    pinned = '    version: "4327"\n'
+    assert pinned in text
+    text = text.replace(pinned, "" if version is None else f'    version: "{version}"\n')
+    path = tmp_path / f"{version}-{layout}"
+    path.write_text(text)
+    return path
+
+
+def _plan(tmp_path: Path, layout: str, version: str | None) -> dict:
+    return json.loads(to_json(validate_file(_at(tmp_path, layout, version)).plan))
+
+
+@pytest.mark.parametrize(
+    ("text", "build", "date"),
+    [
+        ("b6123", 6123, None),
+        ("6123", 6123, None),
+        ("4327 (0871ab29)", 4327, None),
+        ("2026-03-20", None, datetime.date(2026, 3, 20)),
+    ],
+)
+def test_versions_as_runtimes_print_them(text: str, build: int | None, date: object) -> None:
+    v = parse_version(text)
+    assert (v.build, v.date) == (build, date)
+
+
+@pytest.mark.parametrize("text", ["latest", "v4327-beta", "2026-13-01", "", "b", "4327-rc1"])
+def test_a_version_that_names_no_build_is_refused(text: str) -> None:
+    with pytest.raises(VersionError):
+        parse_version(text)
+
+
+def test_every_rule_has_a_source_and_builds_in_date_order() -> None:
+    for kind in ("llama.cpp", "ik_llama.cpp"):
+        rules = runtimes.get(kind).RULES
+        assert [r.since_build for r in rules] == sorted(r.since_build for r in rules)
+        assert [r.since for r in rules] == sorted(r.since for r in rules)
+        for r in rules:
+            assert "PR #" in r.source and r.summary
+        assert len({r.name for r in rules}) == len(rules)
+
+
+@pytest.mark.parametrize("rule", [r.name for r in IkLlamaCpp.RULES])
+def test_a_rule_applies_from_its_build_and_its_date(rule: str) -> None:
+    r = next(x for x in IkLlamaCpp.RULES if x.name == rule)
+    assert runtimes.get("ik_llama.cpp", str(r.since_build)).follows(rule)
+    assert not runtimes.get("ik_llama.cpp", str(r.since_build - 1)).follows(rule)
+    assert runtimes.get("ik_llama.cpp", r.since.isoformat()).follows(rule)
+    day_before = (r.since - datetime.timedelta(days=1)).isoformat()
+    assert not runtimes.get("ik_llama.cpp", day_before).follows(rule)
+    assert runtimes.get("ik_llama.cpp").follows(rule)  # no version: the newest
+
+
+def test_split_by_size_since_4327_by_count_before(tmp_path: Path) -> None:
+    """GLM-5.1 on 2 GPUs: the count split halves 79 layers + output at i/80 < 1/2, so
+    blk.0-39 on CUDA0; ik's size split weighs the dense layers 0-2 and the output
+    (seed 001: CUDA0 7378.05 MiB, CUDA1 7120.90) and moves the boundary."""
+    count = _plan(tmp_path, "glm51-2-cpu-moe-2gpu.yaml", "4326")["services"]["grandpa"]
+    size = _plan(tmp_path, "glm51-2-cpu-moe-2gpu.yaml", "4327")["services"]["grandpa"]
+    assert count["layers"]["CUDA0"] == list(range(40))
+    assert size["layers"]["CUDA0"] != count["layers"]["CUDA0"]
+
+
+def test_nextn_layer_kv_before_3918(tmp_path: Path) -> None:
+    """Before ik PR #843 the unused nextn layer (blk.78) got a KV cache like the others:
+    78 layers x 576 x q8_0 x 32768 cells = 1491.79 MiB (seed 001), one more layer before."""
+    layout = "glm51-3-cpu-moe-1gpu.yaml"
+    new = _plan(tmp_path, layout, "3918")["services"]["grandpa"]["buffers"]["CUDA0"]["kv"]
+    old = _plan(tmp_path, layout, "3917")["services"]["grandpa"]["buffers"]["CUDA0"]["kv"]
+    per_layer = 576 // 32 * 34 * 32768  # q8_0: 34 bytes per 32 values
+    assert f"{new / MiB:.2f}" == "1491.79"  # as seed 001 logged
+    assert old - new >= per_layer
+
+
+def test_host_expert_copy_since_3745(tmp_path: Path) -> None:
+    """Seed 001 at -ub 8192 logs 5418.03 MiB on CUDA0: ik copies a host expert tensor
+    in (PR #520); before, the first GPU held only the activations or logits."""
+    layout = "glm51-2-cpu-moe-2gpu.yaml"  # no measured compute: the estimate shows
+
+    def cuda0(v: str) -> dict:
+        return _plan(tmp_path, layout, v)["services"]["grandpa"]["buffers"]["CUDA0"]
+
+    before, after = cuda0("3744"), cuda0("3745")
+    assert before["basis"]["compute"] == after["basis"]["compute"] == "estimated"
+    assert after["compute"] - before["compute"] >= 1225 * MiB  # one GLM-5.1 expert tensor
+
+
+@pytest.mark.parametrize(
+    ("version", "flags"),
+    [("3927", ["-fa"]), ("3928", []), ("3988", []), ("3989", ["-fa", "on"])],
+)
+def test_flash_attention_as_each_build_spells_it(version: str, flags: list[str]) -> None:
+    rt = runtimes.get("ik_llama.cpp", version)
+    assert rt.flash_attn_flags(True) == flags
+    off = rt.flash_attn_flags(False)
+    assert (
+        off == {"3927": [], "3928": ["-no-fa"], "3988": ["-no-fa"], "3989": ["-fa", "off"]}[version]
+    )
+
+
+def test_n_cpu_moe_one_gpu_counts_from_the_end_since_4797(tmp_path: Path) -> None:
+    """--n-cpu-moe 64 on one GPU: seed 001's build kept blk.3-63 on the host (the
+    first 64 layers); since ik PR #2262 the last 64 MoE layers before nextn go."""
+    layout = "glm51-4-n-cpu-moe-64-1gpu.yaml"
+    old = _plan(tmp_path, layout, "4796")["services"]["grandpa"]["expert_layers"]
+    new = _plan(tmp_path, layout, "4797")["services"]["grandpa"]["expert_layers"]
+    assert old["host"] == list(range(3, 64)) and old["gpu1"] == list(range(64, 78))
+    assert new["host"] == list(range(14, 78)) and new["gpu1"] == list(range(3, 14))
+
+
+def test_n_cpu_moe_over_two_gpus_is_shared_by_device_since_4325() -> None:
+    """ik's create_tensors_helper: round(count x n / n_layer) per device, corrected one
+    at a time toward the exact share (C roundf: halves away from zero)."""
+    assert _share([40, 39], 64, 79) == [32, 32]
+    assert _share([1, 1], 1, 2) == [0, 1]  # 0.5 + 0.5 rounds to 2; the first gives back
+    assert _share([3, 3, 3], 2, 9) == [0, 1, 1]
+    assert sum(_share([10, 20, 49], 33, 79)) == 33
+
+
+def test_reasoning_budget_flag_since_3870() -> None:
+    assert runtimes.get("ik_llama.cpp", "3870").reasoning_off() == ["--reasoning-budget", "0"]
+    assert runtimes.get("ik_llama.cpp", "3869").reasoning_off() == []
+
+
+def test_the_plan_says_which_rules_it_assumed(tmp_path: Path) -> None:
+    pinned = _plan(tmp_path, "glm51-3-cpu-moe-1gpu.yaml", "4327")["runtimes"]["ik_llama"]
+    assert pinned["version"] == "4327"
+    assert "n-cpu-moe-from-last" in pinned["not_yet"]
+    newest = _plan(tmp_path, "glm51-3-cpu-moe-1gpu.yaml", None)["runtimes"]["ik_llama"]
+    assert newest["version"] is None and newest["rules"] == "newest"
+    assert newest["not_yet"] == []
