@@ -88,7 +88,7 @@ def spec() -> Spec:
                 "gpus": gpus,
             },
             "models": {"moe": {"path": "/m/moe.gguf", "profile": "moe.yaml"}},
-            "runtimes": {"ik": {"kind": "ik_llama.cpp", "image": "localhost/ik:latest"}},
+            "runtimes": {"ik": {"kind": "ik_llama.cpp", "image": "localhost/ik:4327"}},
             "services": services,
         }
     )
