@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: render test lint typecheck bench schema clean tools runtime oracle-report fuzz injection kills sweeps
+.PHONY: render test lint typecheck bench schema clean tools runtime oracle-report truth-table fuzz injection kills sweeps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,10 @@ bench: $(STAMP)
 # The oracle suite's accuracy table (plan vs what llama.cpp logs), for the README.
 oracle-report: $(STAMP) runtime
 	$(BIN)/python -m tests.oracle.report
+
+# The truth table over public start-up logs (tests/truth), into README.md.
+truth-table: $(STAMP)
+	$(BIN)/python -m tests.truth.table --readme > /dev/null
 
 schema: $(STAMP)
 	$(BIN)/layoutgen schema > layouts/schema/spec.schema.json

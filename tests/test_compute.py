@@ -163,9 +163,9 @@ def test_a_quantized_kv_cache_adds_its_hadamard_rotations() -> None:
 
 def test_pipeline_parallelism_needs_two_devices_and_no_overrides() -> None:
     assert _graph().copies == 1
-    assert _graph(devices=("D0", "D1")).copies == compute.SCHED_COPIES
+    assert _graph(devices=("D0", "D1")).copies == 4  # GGML_SCHED_MAX_COPIES of a default build
     assert _graph(MOE, devices=("D0", "D1"), host_experts=True).copies == 1
-    assert _graph(MOE, devices=("D0", "D1")).copies == compute.SCHED_COPIES
+    assert _graph(MOE, devices=("D0", "D1")).copies == 4  # GGML_SCHED_MAX_COPIES of a default build
 
 
 def test_pipeline_copies_multiply_the_inputs_not_the_working_set() -> None:

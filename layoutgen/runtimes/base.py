@@ -37,6 +37,10 @@ class Runtime:
     """One runtime at one version (None: the newest rules this layoutgen knows)."""
 
     version: Version | None = None
+    #: GGML_SCHED_MAX_COPIES the binary was built with: pipeline parallelism's copies of
+    #: every graph input over several GPUs (4 by default; -DGGML_SCHED_MAX_COPIES=1 is
+    #: a common build to save that memory, the log prints "n_copies=N")
+    sched_copies: int = 4
 
     #: the name a spec's ``runtimes.<id>.kind`` gives
     KIND: ClassVar[str] = ""
@@ -68,6 +72,7 @@ class Runtime:
             "version": None if self.version is None else self.version.text,
             "rules": "newest" if self.version is None else "as of this version",
             "read_from": self.READ_FROM,
+            "sched_copies": self.sched_copies,
             "follows": [r.name for r in self.RULES if r.applies(self.version)],
             "not_yet": [r.name for r in self.RULES if not r.applies(self.version)],
         }
@@ -117,12 +122,19 @@ class Runtime:
     #: -mla levels with different cache layouts (ik)
     MLA_LEVELS: ClassVar[bool] = False
 
+    #: caches MLA's compressed KV only for GGUFs converted for it (n_head_kv 1); older
+    #: DeepSeek conversions get full K and V per head
+    MLA_NEEDS_MLA_GGUF: ClassVar[bool] = False
     #: refuses different K and V cache types for an MLA model
     MLA_SAME_KV_TYPES: ClassVar[bool] = False
 
     def sizes_state(self, hp: HParams) -> bool:
         """Whether layoutgen knows this runtime's recurrent-state layout for ``hp``."""
         return True
+
+    def kv_unified(self, asked: bool) -> bool:
+        """Whether all sequences share one KV stream, given what -kvu says."""
+        return asked
 
     def kv_for_nextn(self) -> bool:
         """Whether nextn/MTP layers get a KV cache when MTP is not used."""
@@ -162,6 +174,14 @@ class Runtime:
     def reasoning_off(self) -> list[str]:
         """Flags that turn a reasoning model's thinking off."""
         raise NotImplementedError
+
+    def attn_max_mib(self, args: Sequence[str]) -> int:
+        """The attention scratch cap in MiB the args give (ik -amb); 0: none."""
+        return 0
+
+    def fused_moe(self, args: Sequence[str]) -> bool:
+        """Whether MoE up and gate run as one fused op (ik -fmoe)."""
+        return False
 
     def merges_up_gate(self, args: Sequence[str]) -> bool:
         """Whether passthrough args fuse up and gate experts into one tensor."""

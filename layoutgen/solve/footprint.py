@@ -47,6 +47,9 @@ class Setting:
     merge_up_gate: bool = False
     #: an MLA model's qk_nope + rope (compute.mla_q_head), read from its tensors once
     mla_q_head: int = 0
+    #: ik's -amb: attention scratch cap in MiB (0: none); ik's -fmoe
+    attn_max_mib: int = 0
+    fused_moe: bool = False
 
     @property
     def local_gpus(self) -> bool:
@@ -92,6 +95,8 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         flash_attn=flash_attn(rs),
         mla=int(mla) if mla is not None and mla.isdigit() else None,
         swa_full="--swa-full" in args,
+        kv_unified=rt.kv_unified(any(a in ("-kvu", "--kv-unified") for a in args)),
+        mla_split=not any(t.name.endswith(".attn_kv_b.weight") for t in profile.tensors()),
     )
     measured = {
         buf: {k: v for k, v in m.model_dump().items() if v is not None}
@@ -110,6 +115,8 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         measured=measured,
         overhead=spec.host.gpu_overhead,
         merge_up_gate=rt.merges_up_gate(args),
+        attn_max_mib=rt.attn_max_mib(args),
+        fused_moe=rt.fused_moe(args),
         mla_q_head=mla_q_head(profile.hparams, profile.tensors()),
     )
 

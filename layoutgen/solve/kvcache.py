@@ -52,6 +52,9 @@ class KVSettings:
     kv_unified: bool = False  # mainline -kvu
     mtp: bool = False  # nextn/MTP layers get a cache (ik -mtp)
     rs_seq: int = 0  # mainline n_rs_seq: extra recurrent snapshots per sequence (speculative)
+    #: an MLA model's GGUF splits attn_k_b/attn_v_b (conversions since April 2025);
+    #: older ones carry attn_kv_b only (footprint reads it from the profile)
+    mla_split: bool = True
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,8 @@ def layer_caches(hp: HParams, s: KVSettings, *, arch: str = "") -> tuple[LayerCa
     kv_end = min(trunk, hp.n_layer - (hp.shared_kv_layers or 0))
     swa_set, rec_set = set(hp.swa_layers or ()), set(hp.recurrent_layers or ())
     mla = bool(hp.kv_lora_rank) and not (rt.MLA_LEVELS and s.mla == 0)
+    if rt.MLA_NEEDS_MLA_GGUF and not s.mla_split:
+        mla = False  # an older DeepSeek conversion: full K and V per head (see the runtime)
     level = 3 if s.mla is None else s.mla
     idx_head = DSA_INDEXER_HEAD.get(arch, 0) if rt.DSA_INDEXER_CACHE else 0
     v_max = max(

@@ -302,6 +302,17 @@ class Runtime(Strict):
         ),
     )
 
+    sched_copies: int = Field(
+        default=4,
+        ge=1,
+        le=8,
+        description=(
+            "GGML_SCHED_MAX_COPIES the binary was built with (4 by default): over several "
+            "GPUs pipeline parallelism keeps this many copies of every graph input; the "
+            "start-up log prints it as n_copies"
+        ),
+    )
+
     @field_validator("version", mode="before")
     @classmethod
     def _as_written(cls, value: object) -> object:
@@ -321,7 +332,7 @@ class Runtime(Strict):
 
     def rules(self) -> RuntimeRules:
         """The runtime at this version: everything it decides (layoutgen.runtimes)."""
-        return runtimes.get(self.kind, self.version)
+        return runtimes.get(self.kind, self.version, self.sched_copies)
 
     @model_validator(mode="after")
     def _one_of_image_or_binary(self) -> Runtime:

@@ -31,12 +31,13 @@ _MAINLINE_KV = frozenset({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl"
 
 RULES = (
     rule(
-        "host-expert-copy",
+        "offload-by-expert-share",
         3745,
         "2025-06-12",
         "ik_llama.cpp PR #520 (dc663fe63)",
-        "a big batch's MoE matmul with host experts runs on the first GPU, which copies "
-        "the expert tensor into its compute buffer",
+        "a MoE matmul with host experts runs on the first GPU (which copies the expert "
+        "tensor into its compute buffer) only when ubatch x n_expert_used >= 32 x n_expert; "
+        "before, whenever ubatch >= 32",
     ),
     rule(
         "reasoning-budget",
@@ -44,6 +45,14 @@ RULES = (
         "2025-09-01",
         "ik_llama.cpp PR #723 (d7882c3cf)",
         "llama-server takes --reasoning-budget (0 turns thinking off)",
+    ),
+    rule(
+        "f16-mask-with-flash-attn",
+        3907,
+        "2025-10-13",
+        "ik_llama.cpp PR #825 (4e24d48e6)",
+        "with flash attention the causal KQ mask is built as f16 (before: f32, cast to "
+        "f16 on each device)",
     ),
     rule(
         "kv-skips-unused-layers",
@@ -58,6 +67,14 @@ RULES = (
         "2025-10-25",
         "ik_llama.cpp PR #863 (41d6c42b9)",
         "flash attention on by default; -fa removed, -no-fa turns it off",
+    ),
+    rule(
+        "no-pipeline-with-overrides",
+        3941,
+        "2025-10-31",
+        "ik_llama.cpp PR #879 (a3bd0158f)",
+        "no pipeline parallelism (4 copies of every graph input) when tensors are "
+        "overridden (-ot, --cpu-moe)",
     ),
     rule(
         "flash-attn-value",
@@ -95,6 +112,13 @@ RULES = (
         "ik_llama.cpp PR #2262 (da2293ded)",
         "--n-cpu-moe on one GPU keeps the last N MoE layers (before nextn) in host RAM, "
         "not the first N layers",
+    ),
+    rule(
+        "amb-256-by-default",
+        4832,
+        "2026-08-13",
+        "ik_llama.cpp PR #2312 (37d82c231)",
+        "-amb (attention max batch, MiB) defaults to 256 instead of 0 (unlimited)",
     ),
 )
 
@@ -196,7 +220,22 @@ class IkLlamaCpp(Runtime):
     ) -> tuple[int, Basis]:
         from layoutgen.runtimes.ik_llama_cpp.compute import estimate
 
-        return estimate(self, s, buffer, output, experts)
+        return estimate(self, s, buffer, output, layers, experts)
+
+    def attn_max_mib(self, args: Sequence[str]) -> int:
+        """-amb as given, else this build's default (256 MiB since build 4832, 0 before)."""
+        value = _last(args, "-amb", "--attention-max-batch")
+        if value is not None and value.isdigit():
+            return max(128, int(value)) if int(value) else 0  # ik raises 1..127 to 128
+        return 256 if self.follows("amb-256-by-default") else 0
+
+    def fused_moe(self, args: Sequence[str]) -> bool:
+        """-fmoe: on by default since build 3928 (rule flash-attn-by-default), off before."""
+        if any(a in ("-no-fmoe", "--no-fused-moe") for a in args):
+            return False
+        return self.follows("flash-attn-by-default") or any(
+            a in ("-fmoe", "--fused-moe") for a in args
+        )
 
     # ---- flags ---------------------------------------------------------------------
 
@@ -214,6 +253,14 @@ class IkLlamaCpp(Runtime):
         return self.follows("merge-up-gate") and any(
             a in ("-muge", "--merge-up-gate-experts") for a in args
         )
+
+
+def _last(args: Sequence[str], *names: str) -> str | None:
+    value = None
+    for i, arg in enumerate(args):
+        if arg in names and i + 1 < len(args):
+            value = args[i + 1]
+    return value
 
 
 def _share(counts: Sequence[int], n: int, n_layer: int) -> list[int]:

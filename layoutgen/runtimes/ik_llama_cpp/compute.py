@@ -1,19 +1,36 @@
-"""ik_llama.cpp's compute buffers: an estimate from what dominates them.
+"""ik_llama.cpp's compute buffers, term by term, from how its graph is built.
 
-ik_llama.cpp's graph differs from mainline's (fused MoE, its own MLA
-kernels, ``-amb``), and its allocator was not instrumented here, so this is
-an estimate built from the terms its logs show, checked against seed 001
-and the truth table (tests/truth):
+ggml's allocator keeps one buffer per backend and its high-water mark is
+what the log prints; ik's graphs (``src/llama-build-context.cpp``,
+``src/graphs/build_deepseek2.cpp``) peak in one of two places, and the
+estimate is the larger:
 
-- a GPU: the larger of the routed experts' activations and the logits
-  (n_vocab x ubatch x 4 B, on the output device), plus 10 %;
-- the first GPU, since build 3745 (rule ``host-expert-copy``): at least the
-  largest host expert tensor it copies in to run a big batch's MoE matmul,
-  plus the activations (seed 001's GLM-5.1 at -ub 8192 logged 5418 MiB
-  where this gives 5394);
-- the host side with a GPU (``CUDA_Host``): n_embd x ubatch x 16 B (seed
-  001: 704 MiB logged, 768 here);
-- CPU only: the GPU formula, on the CPU.
+- **a layer**: the KQ mask copied in from the host (n_kv x ubatch, f32, or
+  f16 with flash attention since build 3907; a second one for
+  sliding-window models) and, before 3907, its f16 cast; the embeddings'
+  rows or the residual stream copied in; the residual and the normed input
+  (2 x n_embd x ubatch f32); and the larger of the attention's and the
+  FFN's own tensors.  Attention: Q/K/V
+  activations; without flash attention the KQ scores (n_head x n_kv x
+  ubatch f32, split by heads to fit ``-amb`` MiB when given); MLA at levels
+  2-3 with flash attention decompresses the cache for the heads of one
+  ``-amb`` step (n_kv x heads x (qk_nope + v) f32, then K and V as f16),
+  otherwise it scores against the latent cache (KQ as above) and keeps its
+  transpose.  FFN: the routed experts' activations, or gate/up/down of a
+  dense layer.
+- **the output**: the logits (n_vocab x ubatch f32) and two n_embd-wide
+  tensors, on the device holding the output layer.
+
+The first GPU also receives host experts for big batches (rule
+``offload-by-expert-share``): the largest host expert tensor and the
+experts' activations (seed 001).  The host side (``CUDA_Host`` beside GPUs)
+holds the mask(s), the token embeddings' rows, and the routed experts'
+activations of layers whose experts stay in host RAM and run there.  A
+CPU-only run holds all of it in ``CPU``.
+
+Checked against the truth table (tests/truth): the host side and the output
+term reproduce logs to the MiB across architectures; the MLA terms follow
+the current source and are an estimate for 2025 builds.
 """
 
 from __future__ import annotations
@@ -22,25 +39,167 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from layoutgen.runtimes.ik_llama_cpp.placement import expert_activations, offload_copy
+from layoutgen.solve.kvcache import cells
 
 if TYPE_CHECKING:
+    from layoutgen.models.profile import HParams
     from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp
     from layoutgen.solve.footprint import Setting
     from layoutgen.solve.plan import Basis
 
+F32, F16 = 4, 2
+MiB = 1 << 20
+
+
+def _int(value: int | tuple[int, ...] | None) -> int:
+    if isinstance(value, tuple):
+        return max(value, default=0)
+    return value or 0
+
+
+def masks(s: Setting) -> int:
+    """How many KQ masks the graph builds: two with sliding-window layers."""
+    hp = s.profile.hparams
+    return 2 if hp.swa_layers and hp.sliding_window else 1
+
+
+def _experts_on_host(s: Setting, experts: Mapping[int, str]) -> bool:
+    hp = s.profile.hparams
+    first = hp.leading_dense or 0
+    last = hp.n_layer - (hp.nextn_layers or 0)
+    return bool(hp.n_expert) and any(il not in experts for il in range(first, last))
+
+
+def _offloaded(rt: IkLlamaCpp, hp: HParams, ub: int) -> bool:
+    """Whether host experts' matmuls run on the first GPU (rule offload-by-expert-share)."""
+    if not hp.n_expert or ub < 32:
+        return False
+    if rt.follows("offload-by-expert-share"):
+        return ub * (hp.n_expert_used or 0) >= 32 * hp.n_expert
+    return True
+
+
+def _host_experts(rt: IkLlamaCpp, s: Setting, fused: bool) -> int:
+    """Activations of routed experts computed on the CPU: up and gate (fused with
+    ``-fmoe``), and the down projection's n_expert_used outputs."""
+    hp, ub = s.profile.hparams, s.kv.ubatch
+    used, ff, e = hp.n_expert_used or 0, hp.expert_ff or 0, hp.n_embd or 0
+    return ((1 if fused else 2) * ff + e) * used * ub * F32
+
+
+def _attention(rt: IkLlamaCpp, s: Setting) -> int:
+    hp, kv = s.profile.hparams, s.kv
+    ub, n_kv = kv.ubatch, cells(hp, kv, swa=False)
+    n_head = _int(hp.n_head)
+    amb = s.attn_max_mib * MiB
+    if hp.kv_lora_rank and kv.mla != 0:
+        rank, rope = hp.kv_lora_rank, hp.rope_dim or 0
+        nope = max(0, (hp.key_length or 192) - rope) if (hp.key_length or 0) < rank else 128
+        v = hp.value_length if hp.value_length and hp.value_length < rank else 128
+        level = 3 if kv.mla is None else kv.mla
+        absorbed = n_head * ub * (rank + rope + rank) * F32  # q in latent space, kqv
+        if level > 1 and kv.flash_attn:
+            heads = _heads_per_step(n_head, n_kv * n_head * (nope + v) * F32, amb)
+            per_head = n_kv * ((nope + v) * F32 + (nope + rope + v) * F16)
+            return absorbed + heads * per_head
+        kq = n_head * n_kv * ub * F32
+        return absorbed + (min(kq, amb) if amb else kq) + n_kv * rank * F16
+    n_kv_heads = _int(hp.n_head_kv) or n_head
+    dk = hp.key_length or ((hp.n_embd or 0) // n_head if n_head else 0)
+    dv = hp.value_length or dk
+    qkv = ub * (n_head * dk + n_kv_heads * (dk + dv) + n_head * dv) * F32
+    if kv.flash_attn:
+        return qkv
+    kq = n_head * n_kv * ub * F32
+    return qkv + (min(kq, amb) if amb else kq)
+
+
+def _heads_per_step(n_head: int, kv_f32: int, amb: int) -> int:
+    """Heads decompressed at once: all, or the largest divisor step fitting -amb."""
+    if not amb or kv_f32 <= amb:
+        return n_head
+    for niter in range(2, n_head):
+        if n_head % niter == 0 and kv_f32 // niter <= amb:
+            return n_head // niter
+    return 1
+
+
+def _ffn(s: Setting, experts_here: bool) -> int:
+    hp, ub = s.profile.hparams, s.kv.ubatch
+    if experts_here:
+        return expert_activations(s.profile, ub)
+    return 3 * _int(hp.n_ff) * ub * F32
+
 
 def estimate(
-    rt: IkLlamaCpp, s: Setting, buffer: str, output: str | None, experts: Mapping[int, str]
+    rt: IkLlamaCpp,
+    s: Setting,
+    buffer: str,
+    output: str | None,
+    layers: Mapping[int, str],
+    experts: Mapping[int, str],
 ) -> tuple[int, Basis]:
-    hp, ub = s.profile.hparams, s.kv.ubatch
-    if buffer in ("CUDA_Host", "CPU_Mapped") or (buffer == "CPU" and s.devices):
-        return (hp.n_embd or 0) * ub * 16 if buffer == "CUDA_Host" else 0, "estimated"
-    activations = expert_activations(s.profile, ub)
-    logits = (hp.vocab or 0) * ub * 4 if buffer == output or output is None else 0
-    total = int(max(activations, logits) * 1.1)
+    hp, kv = s.profile.hparams, s.kv
+    ub, e = kv.ubatch, hp.n_embd or 0
+    n_kv = cells(hp, kv, swa=False)
+    f16_mask = kv.flash_attn and rt.follows("f16-mask-with-flash-attn")
+    mask = masks(s) * n_kv * ub * (F16 if f16_mask else F32)
+    cast = masks(s) * n_kv * ub * F16 if kv.flash_attn and not f16_mask else 0
+    fused = s.fused_moe
+    on_host = _experts_on_host(s, experts)
+    host_runs_experts = on_host and not (s.devices and _offloaded(rt, hp, ub))
+    copies = _copies(rt, s, layers, experts)
+    if s.devices and buffer not in s.devices:
+        if buffer != "CUDA_Host":
+            return 0, "estimated"
+        host = (mask + e * ub * F32) * copies
+        if host_runs_experts:
+            host += _host_experts(rt, s, fused)
+        return host, "estimated"
+    logits = (hp.vocab or 0) * ub * F32 + 2 * e * ub * F32
+    here = [il for il, dev in layers.items() if dev == buffer] if s.devices else []
+    moe_here = any(experts.get(il) == buffer for il in here) if s.devices else not on_host
+    held = 2 * e * ub * F32
+    # split inputs: the mask, and the embeddings' rows (on layer 0's device) or the
+    # residual stream (on the others), n_embd x ubatch f32; CPU only: the same, once
+    inputs = (mask + e * ub * F32) * copies + cast if s.devices else mask + e * ub * F32
+    layer = inputs + held + max(_attention(rt, s), _ffn(s, moe_here))
+    if not s.devices and host_runs_experts:
+        layer = max(layer, inputs + held + _host_experts(rt, s, fused))
     first_gpu = next((d for d in s.devices if d.startswith("CUDA")), None)
-    if buffer == first_gpu and rt.follows("host-expert-copy"):
-        copy = offload_copy(s.profile, ub, experts, merge_up_gate=s.merge_up_gate)
-        if copy:
-            total = max(total, copy + activations)
-    return total, "estimated"
+    if buffer == first_gpu and on_host and _offloaded(rt, hp, ub):
+        copy = offload_copy(
+            s.profile,
+            ub,
+            experts,
+            merge_up_gate=s.merge_up_gate,
+            by_share=rt.follows("offload-by-expert-share"),
+        )
+        # seed 001 (GLM-5.1, -ub 8192, -muge): 5418.03 MiB logged = the fused up+gate
+        # copy (2450) + the activations (2944) + 24: the copy phase holds no more
+        layer = max(layer, copy + expert_activations(s.profile, ub))
+    peak = layer
+    if buffer == output or output is None:
+        peak = max(peak, logits + (copies - 1) * mask)  # input copies are never freed
+    return peak, "estimated"
+
+
+def _copies(
+    rt: IkLlamaCpp, s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]
+) -> int:
+    """Pipeline parallelism's copies of every graph input over several GPUs (the build's
+    GGML_SCHED_MAX_COPIES, ``runtimes.<id>.sched_copies``), unless tensors are
+    overridden (since build 3941)."""
+    if len(s.devices) < 2:
+        return 1
+    overridden = any(experts.get(il) != layers.get(il) for il in _expert_layers(s))
+    if overridden and rt.follows("no-pipeline-with-overrides"):
+        return 1
+    return rt.sched_copies
+
+
+def _expert_layers(s: Setting) -> range:
+    hp = s.profile.hparams
+    if not hp.n_expert:
+        return range(0)
+    return range(hp.leading_dense or 0, hp.n_layer - (hp.nextn_layers or 0))

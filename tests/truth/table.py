@@ -1,0 +1,440 @@
+"""The truth table: every public start-up log in tests/truth/records, planned and compared.
+
+For each record: the model's profile from what its log prints
+(:mod:`tests.truth.synth`), a spec written from its settings (context,
+slots, batch sizes, KV types, devices and their split, where its ``-ot``
+rules put the experts, flash attention, ik's ``-mla``/``-amb``, the
+runtime's build as ``version:``), the real validator and solver, and every
+logged buffer beside the planned one.  What a spec cannot say yet (a
+partial ``-ngl``, ``-ot`` rules that split a layer's experts or move other
+tensors, ``-sm row``, unknown GPU shares) keeps the record out of the
+figures, with the reason: issue 14 widens the spec.
+
+Weights are compared only as a check of the synthesized inventory (the log
+does not say each tensor's type); KV and compute are what the table
+measures, and per-device totals are taken with the logged weights (the
+plan's weights are exact when the profile comes from the GGUF, as the
+oracle suites show).
+
+``python -m tests.truth.table`` prints the table; ``--readme`` rewrites its
+section in README.md (``make truth-table``).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from layoutgen.calibrate.startlog import read_log
+from layoutgen.errors import InvalidInput
+from layoutgen.models.profile import dump_profile
+from layoutgen.solve.override import Rule, apply
+from layoutgen.solve.placement import expert_layer
+from layoutgen.spec import source
+from layoutgen.spec.validate import validate_document
+from tests.truth import synth
+
+ROOT = Path(__file__).resolve().parents[2]
+RECORDS = ROOT / "tests" / "truth" / "records"
+MiB = 2**20
+#: every GPU's capacity floor: large enough that no record is refused for room
+ROOMY_MIB = 1 << 22  # 4 TiB
+_GPU = re.compile(r"^(?:CUDA|ROCm|Vulkan|SYCL|Metal|AMD)(?P<n>[0-9]*)$")
+_BUILD = re.compile(r"^b?(?P<n>[0-9]{1,6})\b")
+
+
+@dataclass(frozen=True)
+class Row:
+    buffer: str
+    field: str  # weights | kv | compute | total
+    logged: int
+    planned: int | None  # None: the plan has no such buffer
+
+    @property
+    def error(self) -> float | None:
+        """(planned - logged) / logged; None when either is missing or logged is 0."""
+        if self.planned is None or not self.logged:
+            return None
+        return (self.planned - self.logged) / self.logged
+
+
+@dataclass(frozen=True)
+class Outcome:
+    id: str
+    runtime: str
+    build: str | None
+    arch: str
+    gpus: int
+    reason: str | None  # None: expressible
+    rows: tuple[Row, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def load(path: Path) -> dict[str, Any]:
+    return YAML(typ="safe").load(path.read_text())
+
+
+def records() -> list[Path]:
+    return sorted(RECORDS.glob("*.yaml"))
+
+
+def _bytes(text: str) -> int:
+    return int(Decimal(text.removesuffix("MiB").replace(",", ".")) * MiB)
+
+
+def logged_buffers(record: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    """Buffer -> field -> bytes, as layoutgen's own log reader reads them."""
+    text = (record.get("logged") or "").replace(",", ".")  # decimal commas (some locales)
+    entries = read_log(text, record["id"])
+    return {buf: {f: _bytes(v) for f, v in fields.items()} for buf, fields in entries.items()}
+
+
+def version(record: Mapping[str, Any]) -> str | None:
+    """The build as ``version:``: its number, else the post's date, else none (newest)."""
+    build = str(record.get("build") or "")
+    m = _BUILD.match(build)
+    if m and int(m["n"]) > 0:
+        return m["n"]
+    posted = record.get("posted")
+    return str(posted) if posted else None
+
+
+def _flag(settings: Mapping[str, Any], key: str) -> Any:
+    return settings.get(key)
+
+
+def _fa(value: Any) -> bool:
+    return str(value).lower() in ("1", "true", "on", "enabled", "auto", "-1")
+
+
+def _shares(record: Mapping[str, Any], n_gpus: int) -> list[float]:
+    """The tensor split as shares per GPU; equal GPUs without -ts split equally."""
+    ts = (record.get("settings") or {}).get("tensor_split")
+    if ts:
+        shares = [float(x) for x in re.split(r"[,/ ]+", str(ts).strip()) if x]
+        if len(shares) < n_gpus:
+            shares += [0.0] * (n_gpus - len(shares))
+        return shares[:n_gpus]
+    names = [re.sub(r",? *VMM.*$", "", str(g)) for g in record.get("gpus") or []]
+    if n_gpus > 1 and len(set(names[:n_gpus])) > 1:
+        raise synth.NotExpressible(
+            "GPUs differ and no -ts: llama.cpp splits by each GPU's free memory at start, "
+            "which the log does not print"
+        )
+    return [1.0] * n_gpus
+
+
+def _why_not(record: Mapping[str, Any], n_layer: int) -> str | None:
+    s = record.get("settings") or {}
+    flags = " ".join(str(f) for f in s.get("other_flags") or [])
+    command = str(record.get("command") or "")
+    ngl = s.get("ngl")
+    if ngl is not None and 0 < int(ngl) < n_layer + 1:
+        return f"-ngl {ngl} of {n_layer + 1} layers (partial offload: issue 14)"
+    if re.search(r"(?:^|\s)-sm\s+(?:row|graph|attn)|--split-mode\s+(?:row|graph)", command + flags):
+        return "-sm row/graph (split tensors across GPUs)"
+    if re.search(r"(?:^|\s)(?:-nkvo|--no-kv-offload)\b", command + " " + flags):
+        return "-nkvo (KV cache in host memory)"
+    if re.search(r"(?:^|\s)(?:-ser|--smart-expert-reduction)\b", command + " " + flags):
+        return "-ser (ik smart expert reduction)"
+    return None
+
+
+def _experts(
+    record: Mapping[str, Any], names: list[str], layer_gpu: Mapping[int, str]
+) -> dict[str, Any]:
+    """The spec's ``experts:`` for the record's -ot / --cpu-moe / --n-cpu-moe."""
+    s = record.get("settings") or {}
+    rules = []
+    for text in s.get("overrides") or []:
+        for part in str(text).split(","):
+            pattern, _, target = part.strip().strip("\"'").rpartition("=")
+            rules.append(Rule(pattern, target.strip()))
+    if s.get("cpu_moe"):
+        rules.append(Rule(r"\.ffn_(up|down|gate)_exps", "CPU"))
+    n_cpu = s.get("n_cpu_moe")
+    if n_cpu and rules:
+        raise synth.NotExpressible("--n-cpu-moe beside -ot rules")
+    if n_cpu:
+        return {"mode": "n-cpu-moe", "n": int(n_cpu)}
+    got = apply(rules, names)
+    moved_other = sorted(n for n, t in got.items() if t and expert_layer(n) is None)
+    if moved_other:
+        raise synth.NotExpressible(
+            f"-ot moves tensors other than routed experts ({moved_other[0]}, ...): issue 14"
+        )
+    per_layer: dict[int, set[str]] = {}
+    for name, target in got.items():
+        layer = expert_layer(name)
+        if layer is None:
+            continue
+        if target is None:
+            where = layer_gpu.get(layer, "host")
+        elif target.upper() == "CPU" or target.startswith("CPU"):
+            where = "host"
+        elif m := _GPU.match(target):
+            where = f"gpu{m['n']}"
+        else:
+            raise synth.NotExpressible(f"-ot target {target} is not a device layoutgen plans")
+        per_layer.setdefault(layer, set()).add(where)
+    split = sorted(layer for layer, where in per_layer.items() if len(where) > 1)
+    if split:
+        raise synth.NotExpressible(f"-ot splits the experts of blk.{split[0]} (issue 14)")
+    placed = {layer: where.pop() for layer, where in per_layer.items()}
+    if all(w == "host" for w in placed.values()):
+        return {"mode": "host"}
+    if all(w == layer_gpu.get(layer) for layer, w in placed.items()):
+        return {"mode": "gpu"}
+    by_gpu: dict[str, list[int]] = {}
+    for layer, w in sorted(placed.items()):
+        if w != "host":
+            by_gpu.setdefault(w, []).append(layer)
+    return {"mode": "explicit", "layers": by_gpu}
+
+
+def spec_for(
+    record: Mapping[str, Any], profile_path: Path, experts: Mapping[str, Any], shares: list[float]
+) -> dict[str, Any]:
+    s = record.get("settings") or {}
+    n_gpus = len(shares)
+    low = min((x for x in shares if x > 0), default=1.0)
+    gpus = [
+        {
+            "id": f"gpu{i}",
+            "index": i,
+            "vram": f"{max(1, round(x / low * ROOMY_MIB))}MiB",
+            "reserve": "0",
+        }
+        for i, x in enumerate(shares)
+    ]
+    args: list[str] = ["-fa", "on" if _fa(s.get("flash_attn")) else "off"]
+    if record.get("runtime") == "ik_llama.cpp":
+        if s.get("mla") is not None:
+            args += ["-mla", str(s["mla"])]
+        args += ["-amb", str(s.get("attn_max_b") or 0)]  # 0 when the log says so
+        fmoe = s.get("fused_moe")
+        if fmoe is not None:
+            args.append("-fmoe" if _fa(fmoe) else "-no-fmoe")
+    flags = [str(f) for f in s.get("other_flags") or []]
+    if "--no-mmap" in flags:
+        args.append("--no-mmap")
+    runtime: dict[str, Any] = {"kind": record["runtime"], "binary": "/opt/runtime/llama-server"}
+    if (v := version(record)) is not None:
+        runtime["version"] = v
+    if m := re.search(r"n_copies\s*=\s*([0-9]+)", record.get("logged") or ""):
+        runtime["sched_copies"] = int(m[1])  # the build's GGML_SCHED_MAX_COPIES
+    batch = int(s.get("n_batch") or 2048)
+    service: dict[str, Any] = {
+        "model": "m",
+        "runtime": "r",
+        "role": "worker",
+        "gpus": [g["id"] for g in gpus],
+        "port": 8000,
+        "ctx": int(s["n_ctx"]),
+        "parallel": int(s.get("n_seq_max") or 1),
+        "batch": max(batch, int(s.get("n_ubatch") or 512)),
+        "ubatch": int(s.get("n_ubatch") or 512),
+        "cache_type_k": str(s.get("type_k") or "f16").lower(),
+        "cache_type_v": str(s.get("type_v") or s.get("type_k") or "f16").lower(),
+        "experts": dict(experts) if n_gpus else {"mode": "host"},
+        "mlock": "--mlock" in flags,
+        "args": args,
+    }
+    return {
+        "host": {
+            "name": "truth",
+            "cpu": {"cores": 256, "threads": 512},
+            "ram": "64TiB",
+            "ram_reserve": "0",
+            "gpu_overhead": "0",
+            "gpus": gpus,
+        },
+        "models": {"m": {"path": "/models/m.gguf", "profile": str(profile_path)}},
+        "runtimes": {"r": runtime},
+        "services": {"s": service},
+    }
+
+
+def _solve(spec: dict[str, Any], tmp: Path, name: str) -> Any:
+    from ruamel.yaml import YAML as W
+
+    path = tmp / f"{name}.yaml"
+    with path.open("w") as f:
+        W(typ="safe", pure=True).dump(spec, f)
+    return validate_document(source.load(path, str(path)))
+
+
+def evaluate(path: Path, tmp: Path) -> Outcome:
+    record = load(path)
+    model = record.get("model") or {}
+    head = {
+        "id": record["id"],
+        "runtime": record.get("runtime", "?"),
+        "build": version(record),
+        "arch": str(model.get("arch")),
+    }
+    logged = logged_buffers(record)
+    gpu_buffers = sorted(
+        (b for b in logged if _GPU.match(b)), key=lambda b: int(_GPU.match(b)["n"] or 0)
+    )
+    head["gpus"] = len(gpu_buffers)
+    try:
+        if any(not b.startswith("CUDA") for b in gpu_buffers):
+            raise synth.NotExpressible(f"{gpu_buffers[0]} is not a CUDA device")
+        if gpu_buffers and [int(_GPU.match(b)["n"] or -1) for b in gpu_buffers] != list(
+            range(len(gpu_buffers))
+        ):
+            raise synth.NotExpressible("the log's GPUs are not CUDA0..N (some hold nothing)")
+        kv_on_host = [b for b, f in logged.items() if "kv" in f and not _GPU.match(b)]
+        if gpu_buffers and kv_on_host:
+            raise synth.NotExpressible(
+                f"KV cache in {kv_on_host[0]} beside GPUs: -ngl below all layers "
+                "(partial or no offload on a GPU build: issue 14)"
+            )
+        profile = synth.profile(record)
+        if why := _why_not(record, profile.hparams.n_layer):
+            raise synth.NotExpressible(why)
+        profile_path = tmp / f"{record['id']}.profile.yaml"
+        profile_path.write_text(dump_profile(profile))
+        shares = _shares(record, len(gpu_buffers))
+        names = [t.name for t in profile.tensors()]
+        first = spec_for(record, profile_path, {"mode": "gpu"}, shares)
+        layer_gpu: dict[int, str] = {}
+        if gpu_buffers:
+            plan = _solve(first, tmp, record["id"] + ".pass1").plan.services[0]
+            gpu_of = {buf: dev for buf, dev in plan.device_of.items()}
+            layer_gpu = {n: gpu_of[b] for n, b in plan.layer_buffer.items()}
+        experts = _experts(record, names, layer_gpu)
+        result = _solve(spec_for(record, profile_path, experts, shares), tmp, record["id"])
+    except synth.NotExpressible as exc:
+        return Outcome(**head, reason=str(exc))
+    except InvalidInput as exc:
+        first_line = str(exc).splitlines()[0] if str(exc) else "invalid"
+        return Outcome(**head, reason=f"spec refused: {first_line[:160]}")
+    sp = result.plan.services[0]
+    rows: list[Row] = []
+    for buf, fields in sorted(logged.items()):
+        part = sp.buffers.get(buf)
+        for f in ("weights", "kv", "compute"):
+            if f in fields:
+                planned = None if part is None else getattr(part, f)
+                rows.append(Row(buf, f, fields[f], planned))
+        if part is not None and buf in gpu_buffers:
+            logged_total = sum(fields.values())
+            planned_total = fields.get("weights", 0) + part.kv + part.compute
+            rows.append(Row(buf, "total", logged_total, planned_total))
+    extra = sorted(b for b, p in sp.buffers.items() if b not in logged and p.kv + p.compute)
+    notes = tuple(f"planned {b} is not in the log" for b in extra)
+    return Outcome(**head, reason=None, rows=tuple(rows), notes=notes)
+
+
+def evaluate_all() -> list[Outcome]:
+    with tempfile.TemporaryDirectory() as tmp:
+        return [evaluate(p, Path(tmp)) for p in records()]
+
+
+# ---- summary ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Summary:
+    records: int
+    expressible: int
+    kv: tuple[int, int]  # within ±1 %, of
+    compute: tuple[int, int, int]  # within ±15 %, below -15 %, of
+    totals: tuple[int, int]  # within ±3 %, of
+    worst_compute: float | None
+
+
+def summarize(outcomes: list[Outcome]) -> Summary:
+    ok = [o for o in outcomes if o.reason is None]
+
+    def errors(kind: str) -> list[float]:
+        return [
+            r.error if r.error is not None else -1.0
+            for o in ok
+            for r in o.rows
+            if r.field == kind and r.logged
+        ]
+
+    kv, cp, tot = errors("kv"), errors("compute"), errors("total")
+    return Summary(
+        records=len(outcomes),
+        expressible=len(ok),
+        kv=(sum(abs(e) <= 0.01 for e in kv), len(kv)),
+        compute=(sum(abs(e) <= 0.15 for e in cp), sum(e < -0.15 for e in cp), len(cp)),
+        totals=(sum(abs(e) <= 0.03 for e in tot), len(tot)),
+        worst_compute=min(cp, default=None),
+    )
+
+
+def _pct(e: float | None) -> str:
+    return "-" if e is None else f"{e * 100:+.1f} %"
+
+
+def markdown(outcomes: list[Outcome]) -> str:
+    s = summarize(outcomes)
+    lines = [
+        f"{s.records} public start-up logs (tests/truth/records), {s.expressible} expressible "
+        "as a spec today:",
+        "",
+        f"- KV within ±1 %: {s.kv[0]} of {s.kv[1]} buffers",
+        f"- compute within ±15 %: {s.compute[0]} of {s.compute[2]} buffers; "
+        f"below -15 % (the OOM side): {s.compute[1]}; worst {_pct(s.worst_compute)}",
+        f"- per-GPU totals (logged weights + planned KV and compute) within ±3 %: "
+        f"{s.totals[0]} of {s.totals[1]}",
+        "",
+        "| record | runtime | build | arch | GPUs | KV | compute (per buffer) | note |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for o in outcomes:
+        if o.reason is not None:
+            lines.append(
+                f"| {o.id} | {o.runtime} | {o.build or '-'} | {o.arch} | {o.gpus} | | | "
+                f"not expressible: {o.reason} |"
+            )
+            continue
+        kv = ", ".join(f"{r.buffer} {_pct(r.error)}" for r in o.rows if r.field == "kv")
+        cp = ", ".join(f"{r.buffer} {_pct(r.error)}" for r in o.rows if r.field == "compute")
+        lines.append(
+            f"| {o.id} | {o.runtime} | {o.build or '-'} | {o.arch} | {o.gpus} | {kv} | {cp} | "
+            f"{'; '.join(o.notes)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+BEGIN, END = "<!-- truth-table:begin -->", "<!-- truth-table:end -->"
+
+
+def rewrite_readme(text: str, table: str) -> str:
+    head, _, rest = text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    return f"{head}{BEGIN}\n{table}{END}{tail}"
+
+
+def main(argv: list[str]) -> int:
+    outcomes = evaluate_all()
+    table = markdown(outcomes)
+    if "--readme" in argv:
+        readme = ROOT / "README.md"
+        readme.write_text(rewrite_readme(readme.read_text(), table))
+    sys.stdout.write(table)
+    return 0
+
+
+def rows_of(outcomes: list[Outcome]) -> Iterator[tuple[Outcome, Row]]:
+    for o in outcomes:
+        for r in o.rows:
+            yield o, r
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
