@@ -96,7 +96,7 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         mla=int(mla) if mla is not None and mla.isdigit() else None,
         swa_full="--swa-full" in args,
         kv_unified=rt.kv_unified(any(a in ("-kvu", "--kv-unified") for a in args)),
-        mla_split=not any(t.name.endswith(".attn_kv_b.weight") for t in profile.tensors()),
+        mla_split=_mla_split(profile),
     )
     measured = {
         buf: {k: v for k, v in m.model_dump().items() if v is not None}
@@ -119,6 +119,14 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         fused_moe=rt.fused_moe(args),
         mla_q_head=mla_q_head(profile.hparams, profile.tensors()),
     )
+
+
+@functools.lru_cache(maxsize=64)
+def _mla_split(profile: Profile) -> bool:
+    """Whether an MLA model's GGUF splits attn_k_b/attn_v_b (no attn_kv_b); True if not MLA."""
+    if not profile.hparams.kv_lora_rank:
+        return True
+    return not any(t.name.endswith(".attn_kv_b.weight") for t in profile.tensors())
 
 
 def device_order(

@@ -98,13 +98,41 @@ def hparams(arch: str, hp: Mapping[str, Any]) -> HParams:
     )
 
 
+_META = re.compile(r"(?:print_info|llm_load_print_meta):\s+(?P<k>\w+)\s+=\s+(?P<v>[0-9]+)\s*$")
+_GGUF_KV = re.compile(r"\.(?P<k>[a-z_.]+)\s+u32\s+=\s+(?P<v>[0-9]+)\s*$")
+#: GGUF key (after the architecture prefix) -> print_info name
+_GGUF_KEYS = {
+    "block_count": "n_layer",
+    "embedding_length": "n_embd",
+    "attention.head_count": "n_head",
+    "attention.head_count_kv": "n_head_kv",
+    "context_length": "n_ctx_train",
+    "feed_forward_length": "n_ff",
+    "vocab_size": "n_vocab",
+    "expert_count": "n_expert",
+    "expert_used_count": "n_expert_used",
+}
+
+
+def logged_hparams(logged: str) -> dict[str, int]:
+    """The hyperparameters a log prints (print_info / llm_load_print_meta, GGUF key dump)."""
+    out: dict[str, int] = {}
+    for line in logged.splitlines():
+        if m := _META.search(line):
+            out.setdefault(m["k"], int(m["v"]))
+        elif (m := _GGUF_KV.search(line)) and m["k"] in _GGUF_KEYS:
+            out.setdefault(_GGUF_KEYS[m["k"]], int(m["v"]))
+    return out
+
+
 def profile(record: Mapping[str, Any]) -> Profile:
     """The record's model as a profile; raises NotExpressible."""
     model = record.get("model") or {}
     arch = model.get("arch")
     if arch not in ARCHS:
         raise NotExpressible(f"architecture {arch} has no tensor table in tests/truth/synth.py")
-    hp = hparams(arch, model.get("hparams") or {})
+    printed = {**logged_hparams(record.get("logged") or ""), **(model.get("hparams") or {})}
+    hp = hparams(arch, printed)
     for need in ("n_embd", "n_head", "vocab"):
         if not getattr(hp, need):
             raise NotExpressible(f"the log prints no {need}")
