@@ -50,6 +50,8 @@ class Setting:
     #: ik's -amb: attention scratch cap in MiB (0: none); ik's -fmoe
     attn_max_mib: int = 0
     fused_moe: bool = False
+    #: the passthrough args, for flags only one runtime reads (its module parses them)
+    args: tuple[str, ...] = ()
 
     @property
     def local_gpus(self) -> bool:
@@ -117,6 +119,7 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         merge_up_gate=rt.merges_up_gate(args),
         attn_max_mib=rt.attn_max_mib(args),
         fused_moe=rt.fused_moe(args),
+        args=tuple(args),
         mla_q_head=mla_q_head(profile.hparams, profile.tensors()),
     )
 
