@@ -176,3 +176,25 @@ def test_the_plan_says_which_rules_it_assumed(tmp_path: Path) -> None:
     newest = _plan(tmp_path, "glm51-3-cpu-moe-1gpu.yaml", None)["runtimes"]["ik_llama"]
     assert newest["version"] is None and newest["rules"] == "newest"
     assert newest["not_yet"] == []
+
+
+def test_worst_graph_tokens_shrink_the_logits_since_4378(tmp_path: Path) -> None:
+    """ik PR #1560: -wgt N reserves logits for N tokens.  Seed 001's two-GPU layout at
+    -ub 8192: CUDA1 holds the output, 154880 x 8192 x 4 B = 4840 MiB of logits; with
+    -wgt 512 they are 302.5 MiB, and the layer's own peak takes over."""
+    layout = "glm51-2-cpu-moe-2gpu.yaml"
+    text = _at(tmp_path, layout, "4378").read_text()
+    wgt = tmp_path / "wgt.yaml"
+    wgt.write_text(text.replace("args: [", 'args: [-wgt, "512", ', 1))
+
+    def cuda1(path: Path) -> int:
+        plan = json.loads(to_json(validate_file(path).plan))
+        return plan["services"]["grandpa"]["buffers"]["CUDA1"]["compute"]
+
+    full, small = cuda1(_at(tmp_path, layout, "4378")), cuda1(wgt)
+    streams = 2 * 6144 * 8192 * 4
+    assert full == 154880 * 8192 * 4 + streams  # the output phase: 5224 MiB
+    assert 154880 * 512 * 4 + streams < small < full  # a layer's peak now decides
+    older = tmp_path / "older.yaml"
+    older.write_text(wgt.read_text().replace('version: "4378"', 'version: "4377"'))
+    assert cuda1(older) == full  # no -wgt before 4378: the whole ubatch

@@ -106,6 +106,14 @@ RULES = (
         "layers split over GPUs by their size (weights and KV), not their count",
     ),
     rule(
+        "worst-graph-tokens",
+        4378,
+        "2026-04-01",
+        "ik_llama.cpp PR #1560 (9660eb448)",
+        "-wgt/--worst-graph-tokens N reserves the output for N tokens instead of a whole "
+        "ubatch: the logits in the output device's compute buffer shrink to n_vocab x N",
+    ),
+    rule(
         "n-cpu-moe-from-last",
         4797,
         "2026-08-07",
@@ -228,6 +236,14 @@ class IkLlamaCpp(Runtime):
         if value is not None and value.isdigit():
             return max(128, int(value)) if int(value) else 0  # ik raises 1..127 to 128
         return 256 if self.follows("amb-256-by-default") else 0
+
+    def output_tokens(self, args: Sequence[str], ubatch: int) -> int:
+        """Tokens the worst-case graph computes logits for: -wgt N (since build 4378)
+        when given, else the whole ubatch."""
+        value = _last(args, "-wgt", "--worst-graph-tokens")
+        if self.follows("worst-graph-tokens") and value is not None and value.isdigit():
+            return int(value) or ubatch
+        return ubatch
 
     def fused_moe(self, args: Sequence[str]) -> bool:
         """-fmoe: on by default since build 3928 (rule flash-attn-by-default), off before."""

@@ -18,8 +18,9 @@ estimate is the larger:
   otherwise it scores against the latent cache (KQ as above) and keeps its
   transpose.  FFN: the routed experts' activations, or gate/up/down of a
   dense layer.
-- **the output**: the logits (n_vocab x ubatch f32) and two n_embd-wide
-  tensors, on the device holding the output layer.
+- **the output**: the logits (n_vocab x ubatch f32, or x N tokens with
+  ``-wgt N`` since build 4378) and two n_embd-wide tensors, on the device
+  holding the output layer.
 
 The first GPU also receives host experts for big batches (rule
 ``offload-by-expert-share``): the largest host expert tensor and the
@@ -156,7 +157,7 @@ def estimate(
         if host_runs_experts:
             host += _host_experts(rt, s, fused)
         return host, "estimated"
-    logits = (hp.vocab or 0) * ub * F32 + 2 * e * ub * F32
+    logits = (hp.vocab or 0) * rt.output_tokens(s.args, ub) * F32 + 2 * e * ub * F32
     here = [il for il, dev in layers.items() if dev == buffer] if s.devices else []
     moe_here = any(experts.get(il) == buffer for il in here) if s.devices else not on_host
     held = 2 * e * ub * F32
