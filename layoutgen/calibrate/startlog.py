@@ -63,6 +63,8 @@ from typing import BinaryIO
 
 from layoutgen.errors import Diagnostic, InvalidInput, Severity
 from layoutgen.models.inputs import open_bounded, too_big
+from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp
+from layoutgen.runtimes.llama_cpp import LlamaCpp
 
 FIELDS = ("weights", "kv", "compute")
 #: Buffer name -> field -> size text as written into the spec (``14498.95MiB``).
@@ -129,34 +131,11 @@ _FACTS: tuple[tuple[str, str, re.Pattern[str]], ...] = (
     ),
     ("cuda", " CUDA devices", re.compile(rf"ggml_cuda_init: found {_NUMBER} CUDA devices")),
 )
-#: Lines only one runtime prints, each a dated rule with its source.
-_RUNTIMES: tuple[tuple[str, str, re.Pattern[str]], ...] = (
-    # ik_llama.cpp's llama_init_from_model prints its own context options on
-    # every start (src/llama.cpp: "attn_max_b", "fused_moe"; seed 001), and its
-    # CUDA backend pins host memory with "Allocating N GiB of pinned host memory".
-    ("ik_llama.cpp", "attn_max_b ", re.compile(r": attn_max_b\s+=\s+-?[0-9]")),
-    ("ik_llama.cpp", "fused_moe ", re.compile(r": fused_moe\s+=\s+-?[0-9]")),
-    ("ik_llama.cpp", "pinned host", re.compile(r"Allocating [0-9.]+ GiB of pinned host memory")),
-    # llama.cpp (checked in build 11434) logs from load_tensors, print_info,
-    # llama_context, sched_reserve, llama_kv_cache* and llama_memory_recurrent;
-    # ik_llama.cpp (checked 2026-08, and ik-llama-cpp-python 0.1.5) kept the
-    # older names llm_load_tensors, llm_load_print_meta, llama_kv_cache_init and
-    # llama_init_from_model (its print_info prints only the vocabulary).  A log
-    # with the older names only, as older llama.cpp builds printed them too,
-    # is attributed to neither runtime.
-    *(
-        ("llama.cpp", f"{name}:", re.compile(rf"(?:^|[^\w~]){name}:\s"))
-        for name in (
-            "load_tensors",
-            "llama_context",
-            "sched_reserve",
-            "llama_kv_cache",
-            "llama_kv_cache_unified",
-            "llama_kv_cache_iswa",
-            "llama_memory_recurrent",
-        )
-    ),
-    ("llama.cpp", "print_info: arch", re.compile(r"print_info:\s+arch\s")),
+#: Lines only one runtime prints: each runtime module's LOG_MARKERS.
+_RUNTIMES: tuple[tuple[str, str, re.Pattern[str]], ...] = tuple(
+    (rt.KIND, needle, pattern)
+    for rt in (LlamaCpp, IkLlamaCpp)
+    for needle, pattern in rt.LOG_MARKERS
 )
 #: A pattern is matched in a window around the first occurrence of its needle
 #: (this many characters before it and after it), so that no line, however

@@ -17,6 +17,7 @@ for it, in that runtime's module.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
@@ -52,6 +53,11 @@ class Runtime:
     READ_FROM: ClassVar[str] = ""
     #: KV cache types it accepts (-ctk/-ctv)
     CACHE_TYPES: ClassVar[frozenset[str]] = frozenset()
+    #: lines only this runtime prints in a start-up log: (needle, pattern); calibrate
+    #: tells whose log it reads by them
+    LOG_MARKERS: ClassVar[tuple[tuple[str, re.Pattern[str]], ...]] = ()
+    #: whether rpc devices (ggml-rpc-server) are planned for it
+    RPC_DEVICES: ClassVar[bool] = False
     #: whether layoutgen can plan its memory yet
     PLANNABLE: ClassVar[bool] = True
     #: whether it reads the API key from LLAMA_API_KEY

@@ -278,7 +278,7 @@ def _rpc_users(spec: Spec, rs: ResolvedService) -> Iterator[Problem]:
             where = ("services", rs.name, "runtime")
             label = f"services.{rs.name}"
             hint = " (a service without 'gpus:' uses every GPU of the host)"
-        if runtime.kind != "llama.cpp":
+        if not runtime.rules().RPC_DEVICES:
             yield Problem(
                 where,
                 f"{label}: {gpu.id!r} is an rpc device; layoutgen plans rpc devices for "

@@ -143,6 +143,13 @@ class IkLlamaCpp(Runtime):
     FLAT_V: ClassVar[bool] = True
     PACKED_STATE: ClassVar[bool] = True
     MLA_LEVELS: ClassVar[bool] = True
+    #: lines only ik prints: llama_init_from_model's own context options ("attn_max_b",
+    #: "fused_moe"; seed 001), and its CUDA backend's pinned-memory line
+    LOG_MARKERS: ClassVar[tuple[tuple[str, re.Pattern[str]], ...]] = (
+        ("attn_max_b ", re.compile(r": attn_max_b\s+=\s+-?[0-9]")),
+        ("fused_moe ", re.compile(r": fused_moe\s+=\s+-?[0-9]")),
+        ("pinned host", re.compile(r"Allocating [0-9.]+ GiB of pinned host memory")),
+    )
 
     # ---- weights -------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ one is added.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
@@ -50,6 +51,29 @@ class LlamaCpp(Runtime):
     #: llama-context.cpp: "model does not support different K (%s) and V (%s) cache
     #: types" for every MLA model
     MLA_SAME_KV_TYPES: ClassVar[bool] = True
+    #: lines only llama.cpp prints (checked in build 11434): it logs from load_tensors,
+    #: print_info, llama_context, sched_reserve, llama_kv_cache* and
+    #: llama_memory_recurrent; ik_llama.cpp kept the older names (llm_load_tensors,
+    #: llm_load_print_meta, llama_kv_cache_init, llama_init_from_model), which older
+    #: llama.cpp builds printed too: a log with only those is attributed to neither
+    LOG_MARKERS: ClassVar[tuple[tuple[str, re.Pattern[str]], ...]] = (
+        *(
+            (f"{name}:", re.compile(rf"(?:^|[^\w~]){name}:\s"))
+            for name in (
+                "load_tensors",
+                "llama_context",
+                "sched_reserve",
+                "llama_kv_cache",
+                "llama_kv_cache_unified",
+                "llama_kv_cache_iswa",
+                "llama_memory_recurrent",
+            )
+        ),
+        ("print_info: arch", re.compile(r"print_info:\s+arch\s")),
+    )
+    #: rpc devices are planned for llama.cpp (its RPC0[HOST:PORT] buffers, checked
+    #: against llama.cpp itself in the oracle suite)
+    RPC_DEVICES: ClassVar[bool] = True
     #: llama-model.cpp: MLA needs the split attn_k_b/attn_v_b of convert_hf_to_gguf since
     #: April 2025 (one KV head of rank + rope); an older DeepSeek GGUF (attn_kv_b, n_head_kv
     #: = n_head) caches full K (192) and V (128) per head, 57 times MLA's cache (truth
