@@ -171,11 +171,10 @@ def test_reasoning_budget_flag_since_3870() -> None:
 
 def test_the_plan_says_which_rules_it_assumed(tmp_path: Path) -> None:
     pinned = _plan(tmp_path, "glm51-3-cpu-moe-1gpu.yaml", "4327")["runtimes"]["ik_llama"]
-    assert pinned["version"] == "4327"
-    assert "n-cpu-moe-from-last" in pinned["not_yet"]
+    assert pinned["version"] == "4327" and pinned["rules"] == "as of this version"
     newest = _plan(tmp_path, "glm51-3-cpu-moe-1gpu.yaml", None)["runtimes"]["ik_llama"]
     assert newest["version"] is None and newest["rules"] == "newest"
-    assert newest["not_yet"] == []
+    assert "ik_llama.cpp build 4840" in newest["read_from"]
 
 
 def test_worst_graph_tokens_shrink_the_logits_since_4378(tmp_path: Path) -> None:

@@ -79,8 +79,6 @@ class Runtime:
             "rules": "newest" if self.version is None else "as of this version",
             "read_from": self.READ_FROM,
             "sched_copies": self.sched_copies,
-            "follows": [r.name for r in self.RULES if r.applies(self.version)],
-            "not_yet": [r.name for r in self.RULES if not r.applies(self.version)],
         }
 
     # ---- weights -------------------------------------------------------------------
