@@ -29,7 +29,7 @@ def _at(tmp_path: Path, layout: str, version: str | None) -> Path:
     """A bundled layout with its runtime's version replaced (None: removed)."""
     text = (LAYOUTS / layout).read_text()
     text = text.replace("profile: models/", f"profile: {LAYOUTS}/models/")
-    pinned = '    version: "4327"\n'
+    pinned = '    version: "4357"\n'
     assert pinned in text
     text = text.replace(pinned, "" if version is None else f'    version: "{version}"\n')
     path = tmp_path / f"{version}-{layout}"
@@ -197,3 +197,19 @@ def test_worst_graph_tokens_shrink_the_logits_since_4378(tmp_path: Path) -> None
     older = tmp_path / "older.yaml"
     older.write_text(wgt.read_text().replace('version: "4378"', 'version: "4377"'))
     assert cuda1(older) == full  # no -wgt before 4378: the whole ubatch
+
+
+@pytest.mark.parametrize(
+    ("version", "mmap", "experts", "others"),
+    [
+        ("4352", True, "CPU", "CPU"),  # 2025 logs with mmap: mapped CPU buffers only
+        ("4352", False, "CPU", "CUDA_Host"),  # a 2025 log with --no-mmap: CPU + CUDA_Host
+        ("4353", True, "CPU", "CPU"),
+        ("4353", False, "CUDA_Host", "CUDA_Host"),  # #1508: pinned without mmap
+        ("4357", True, "CUDA_Host", "CUDA_Host"),  # #1510: pinned, mmap off (seed 001)
+    ],
+)
+def test_ik_host_buffer_names_by_build(version: str, mmap: bool, experts: str, others: str) -> None:
+    rt = runtimes.get("ik_llama.cpp", version)
+    assert rt.expert_host_buffer(gpus=True, mmap=mmap) == experts
+    assert rt.host_buffer(gpus=True, host_overrides=True, mmap=mmap) == others

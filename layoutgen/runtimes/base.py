@@ -91,6 +91,11 @@ class Runtime:
         """The buffer host-resident weights land in."""
         raise NotImplementedError
 
+    def expert_host_buffer(self, *, gpus: bool, mmap: bool) -> str:
+        """The buffer routed experts overridden to the CPU land in (default: with the
+        other host weights)."""
+        return self.host_buffer(gpus=gpus, host_overrides=True, mmap=mmap)
+
     def created_weights(self, profile: Profile, mla: int | None) -> dict[int, int]:
         """Bytes per layer of weights the runtime computes at start-up (not in the file)."""
         return {}

@@ -195,7 +195,8 @@ def buffers(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -
     host_overrides = any(layer not in experts for layer in expert_bytes(s.profile, s.rt))
     host = s.rt.host_buffer(gpus=s.local_gpus, host_overrides=host_overrides, mmap=s.mmap)
     output = devices[-1] if devices else None
-    w = place_weights(s.profile, s.rt, layers, experts, host, output)
+    expert_host = s.rt.expert_host_buffer(gpus=s.local_gpus, mmap=s.mmap)
+    w = place_weights(s.profile, s.rt, layers, experts, host, output, expert_host)
     weights = dict(w.buffers)
     created: dict[str, int] = {}
     for layer, nbytes in s.rt.created_weights(s.profile, s.kv.mla).items():
@@ -206,7 +207,7 @@ def buffers(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -
         buf = layers.get(cache.layer, "CPU")
         kv[buf] = kv.get(buf, 0) + device_bytes(cache, cuda=buf in s.cuda)
     names = set(weights) | set(kv) | set(devices)
-    if s.local_gpus and (host in weights):
+    if s.local_gpus and (host in weights or expert_host in weights):
         names.add("CUDA_Host")  # the host-side compute buffer is named CUDA_Host with a GPU
     if not s.local_gpus:
         names.add("CPU")

@@ -110,20 +110,23 @@ def place_weights(
     expert_device: Mapping[int, str],
     host: str,
     output_device: str | None,
+    expert_host: str | None = None,
 ) -> Weights:
     """Assign each loaded tensor to a buffer.
 
     ``layer_device``: layer -> device for its non-expert tensors (layers absent
     stay on the host, as with a partial ``-ngl``).  ``expert_device``: expert
     layer -> device for its routed experts; absent expert layers go to
-    ``host``.  ``output_device``: where output/norm tensors go (None: host).
+    ``expert_host`` (default ``host``).  ``output_device``: where output/norm
+    tensors go (None: host).
     """
+    expert_home = expert_host or host
     slots, skipped = _slots(profile, runtime)
     tensor_buffer: dict[str, str] = {}
     buffers: dict[str, int] = {}
     for name, nbytes, expert, layer in slots:
         if expert is not None:
-            buf = expert_device.get(expert, host)
+            buf = expert_device.get(expert, expert_home)
         elif layer is not None:
             buf = layer_device.get(layer, host)
         elif name == "token_embd.weight":

@@ -5,8 +5,8 @@ number is the tree's commit count, which ``--version`` prints); each rule
 below names the pull request that introduced the behaviour, its merge
 commit and the first build that has it.  Seed 001's GLM-5.1 runs, the
 calibration of this module, print no build: their logs split layers by
-size and count ``--n-cpu-moe`` from blk.0, which places them between
-builds 4327 and 4796.
+size, pin host weights with mmap on, and count ``--n-cpu-moe`` from blk.0,
+which places them between builds 4357 and 4796.
 """
 
 from __future__ import annotations
@@ -106,6 +106,21 @@ RULES = (
         "layers split over GPUs by their size (weights and KV), not their count",
     ),
     rule(
+        "pinned-overrides",
+        4353,
+        "2026-03-25",
+        "ik_llama.cpp PR #1508 (d66dc7c0c)",
+        "without mmap, tensors overridden to the CPU go to pinned CUDA_Host (before: CPU)",
+    ),
+    rule(
+        "pinned-overrides-with-mmap",
+        4357,
+        "2026-03-26",
+        "ik_llama.cpp PR #1510 (095bd3d3b)",
+        "with tensors overridden to the CPU, mmap is turned off and every host tensor goes "
+        "to pinned CUDA_Host (before, with mmap: mapped CPU buffers)",
+    ),
+    rule(
         "worst-graph-tokens",
         4378,
         "2026-04-01",
@@ -160,9 +175,24 @@ class IkLlamaCpp(Runtime):
         return profile.arch == "glm-dsa" and bool(_KEEP_IN_NEXTN.search(tensor.name))
 
     def host_buffer(self, *, gpus: bool, host_overrides: bool, mmap: bool) -> str:
-        """With a GPU, every host tensor goes into one pinned ``CUDA_Host`` buffer as soon
-        as any tensor is overridden to the CPU (ik turns mmap off); else ``CPU``."""
-        if gpus and (host_overrides or not mmap):
+        """Host weights beside a GPU: pinned ``CUDA_Host`` without mmap; since build 4357
+        also with mmap as soon as any tensor is overridden to the CPU (ik turns mmap
+        off); else mapped, named ``CPU``."""
+        if not gpus:
+            return "CPU"
+        if not mmap or (host_overrides and self.follows("pinned-overrides-with-mmap")):
+            return "CUDA_Host"
+        return "CPU"
+
+    def expert_host_buffer(self, *, gpus: bool, mmap: bool) -> str:
+        """Experts overridden to the CPU: ``CPU`` until build 4353 (a 2025 log with
+        --no-mmap: CPU 138767 MiB of experts beside CUDA_Host 497 MiB), pinned
+        ``CUDA_Host`` since, without mmap (#1508) and from 4357 with it (#1510)."""
+        if not gpus:
+            return "CPU"
+        if self.follows("pinned-overrides-with-mmap"):
+            return "CUDA_Host"
+        if self.follows("pinned-overrides") and not mmap:
             return "CUDA_Host"
         return "CPU"
 
