@@ -98,11 +98,14 @@ def _attention(rt: IkLlamaCpp, s: Setting) -> int:
         nope = max(0, (hp.key_length or 192) - rope) if (hp.key_length or 0) < rank else 128
         v = hp.value_length if hp.value_length and hp.value_length < rank else 128
         level = 3 if kv.mla is None else kv.mla
-        absorbed = n_head * ub * (rank + rope + rank) * F32  # q in latent space, kqv
         if level > 1 and kv.flash_attn:
+            # prompt processing attends in head space over the decompressed cache:
+            # q (qk_nope + rope per head) and the output (v per head) beside the
+            # decompressed heads of one -amb step (build_deepseek2.cpp, pp_opt)
             heads = _heads_per_step(n_head, n_kv * n_head * (nope + v) * F32, amb)
             per_head = n_kv * ((nope + v) * F32 + (nope + rope + v) * F16)
-            return absorbed + heads * per_head
+            return n_head * ub * (nope + rope + v) * F32 + heads * per_head
+        absorbed = n_head * ub * (rank + rope + rank) * F32  # q in latent space, kqv
         kq = n_head * n_kv * ub * F32
         return absorbed + (min(kq, amb) if amb else kq) + n_kv * rank * F16
     n_kv_heads = _int(hp.n_head_kv) or n_head
