@@ -35,12 +35,12 @@ MiB = 1 << 20
 #: derived from the graph (DeepSeek-V3 +6.7..+8.8 %: MLA's qk_nope is not in the
 #: profile's hparams and is bounded, see runtimes/llama_cpp/compute.py); with experts on the
 #: host, CUDA's op offload stages host expert weights through CUDA0 and the plan
-#: keeps a whole host expert layer for it (+22..+185 %)
+#: keeps the two largest tensors of a host expert layer for it (+10..+111 %)
 TOLERANCE = {
     ("CUDA_Host", "resident"): 0.01,
     ("CUDA_Host", "host-experts"): 0.01,
     ("CUDA0", "resident"): 0.10,
-    ("CUDA0", "host-experts"): 1.90,
+    ("CUDA0", "host-experts"): 1.15,
 }
 BUFFERS = ("CUDA0", "CUDA_Host")
 

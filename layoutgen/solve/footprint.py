@@ -180,6 +180,17 @@ def expert_bytes(profile: Profile, runtime: Runtime) -> dict[int, int]:
 
 
 @functools.lru_cache(maxsize=64)
+def expert_tensor_bytes(profile: Profile, runtime: Runtime) -> dict[int, tuple[int, ...]]:
+    """Each expert layer's routed-expert tensors' bytes, largest first."""
+    out: dict[int, list[int]] = {}
+    for t in loaded(profile, runtime):
+        layer = expert_layer(t.name)
+        if layer is not None:
+            out.setdefault(layer, []).append(t.nbytes)
+    return {layer: tuple(sorted(sizes, reverse=True)) for layer, sizes in sorted(out.items())}
+
+
+@functools.lru_cache(maxsize=64)
 def _expert_bytes(profile: Profile, runtime: Runtime) -> tuple[tuple[int, int], ...]:
     out: dict[int, int] = {}
     for t in loaded(profile, runtime):

@@ -125,7 +125,7 @@ class LlamaCpp(Runtime):
     ) -> tuple[int, Basis]:
         """Derived from its graph and scheduler (:mod:`.compute`); 0 for weight-only buffers."""
         from layoutgen.runtimes.llama_cpp import compute
-        from layoutgen.solve.footprint import expert_bytes
+        from layoutgen.solve.footprint import expert_bytes, expert_tensor_bytes
 
         g = compute.Graph(
             hparams=s.profile.hparams,
@@ -134,6 +134,7 @@ class LlamaCpp(Runtime):
             layers=layers,
             experts=experts,
             expert_layer_bytes=expert_bytes(s.profile, self),
+            expert_tensor_bytes=expert_tensor_bytes(s.profile, self),
             cuda=s.cuda,
             mla_q_head=s.mla_q_head,
         )

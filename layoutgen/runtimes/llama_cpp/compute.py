@@ -56,11 +56,11 @@ host expert weights as split inputs, one tensor per split
 (``ggml_backend_sched_split_graph`` starts a new split at every node whose
 weight lives elsewhere, "so that the memory of the previously offloaded
 weights can be reused"), and runs the experts' matmuls, whose activations
-then sit there instead of on the host.  The plan keeps room for a whole host
-expert layer there (gate, up and down), not one tensor: the copies'
-holes fragment the buffer, and on an H100 Qwen3-235B with ``--n-cpu-moe 2``
-at ``-ub 4096`` grew by 1.33 times its largest expert tensor
-(tests/oracle/gpu).  CUDA's flash attention and cuBLAS temporaries come from
+then sit there instead of on the host.  The plan keeps room for the two
+largest tensors of a host expert layer (:func:`_staged`): a freed copy's
+hole takes the next tensor only if it fits, and on an H100 Qwen3-235B with
+``--n-cpu-moe 2`` at ``-ub 4096`` the buffer grew by 1.33 times its largest
+expert tensor (tests/oracle/gpu).  CUDA's flash attention and cuBLAS temporaries come from
 its own pool, outside this buffer (the per-GPU overhead covers them).
 
 The widths are what llama.cpp 11434's allocator holds at its high-water
@@ -77,7 +77,7 @@ tests/test_compute_gpu.py).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from layoutgen.models.profile import HParams
 from layoutgen.models.tensors import Tensor
@@ -104,6 +104,8 @@ class Graph:
     layers: Mapping[int, str]  # layer -> device buffer
     experts: Mapping[int, str]  # expert layer -> device buffer; absent: on the host
     expert_layer_bytes: Mapping[int, int]  # routed expert weights per expert layer
+    #: each expert layer's routed-expert tensors' bytes, largest first
+    expert_tensor_bytes: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
     cuda: frozenset[str] = frozenset()
     #: MLA: per-head width of the query projection, qk_nope + rope (llama.cpp's
     #: ``n_embd_head_k_mla``; :func:`mla_q_head` reads it from the profile); 0 when
@@ -424,9 +426,26 @@ def device(g: Graph, buf: str, output: bool) -> int:
         inputs += small_inputs(g, host=False)
     total = g.copies * inputs + width * ub * F32 + flat + ALIGN_SLACK
     if buf in g.cuda and buf == _offload_device(g) and ub >= OFFLOAD_MIN_BATCH:
-        on_host = [n for il, n in g.expert_layer_bytes.items() if il not in g.experts]
-        total += max(on_host, default=0)
+        total += _staged(g)
     return total
+
+
+def _staged(g: Graph) -> int:
+    """Host expert weights staged through the offload device's compute buffer.
+
+    One tensor per split, freed when its matmul is done; the next tensor takes
+    the hole if it fits.  Up and gate fit each other's; a larger down
+    projection does not, and stacks above: the two largest tensors of a host
+    layer bound it (an H100 logged 1.33 tensors, Qwen3-235B ``--n-cpu-moe 2``
+    at ``-ub 4096``).  Without per-tensor sizes: the whole layer.
+    """
+    out = 0
+    for il, nbytes in g.expert_layer_bytes.items():
+        if il in g.experts:
+            continue
+        sizes = g.expert_tensor_bytes.get(il)
+        out = max(out, sum(sizes[:2]) if sizes else nbytes)
+    return out
 
 
 def _offload_device(g: Graph) -> str | None:
