@@ -96,6 +96,11 @@ class Runtime:
         other host weights)."""
         return self.host_buffer(gpus=gpus, host_overrides=True, mmap=mmap)
 
+    def repacked(self, profile: Profile, isa: str, args: Sequence[str]) -> frozenset[str]:
+        """Host tensors the CPU backend repacks into a buffer of their own (CPU_REPACK)
+        when no GPU's pinned buffer takes them; none by default."""
+        return frozenset()
+
     def created_weights(self, profile: Profile, mla: int | None) -> dict[int, int]:
         """Bytes per layer of weights the runtime computes at start-up (not in the file)."""
         return {}

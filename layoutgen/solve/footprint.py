@@ -52,6 +52,8 @@ class Setting:
     fused_moe: bool = False
     #: the passthrough args, for flags only one runtime reads (its module parses them)
     args: tuple[str, ...] = ()
+    #: the host CPU's instruction set level (host.cpu.isa)
+    isa: str = "x86-64-v3"
 
     @property
     def local_gpus(self) -> bool:
@@ -120,6 +122,7 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         attn_max_mib=rt.attn_max_mib(args),
         fused_moe=rt.fused_moe(args),
         args=tuple(args),
+        isa=spec.host.cpu.isa,
         mla_q_head=mla_q_head(profile.hparams, profile.tensors()),
     )
 
@@ -207,7 +210,8 @@ def buffers(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -
     host = s.rt.host_buffer(gpus=s.local_gpus, host_overrides=host_overrides, mmap=s.mmap)
     output = devices[-1] if devices else None
     expert_host = s.rt.expert_host_buffer(gpus=s.local_gpus, mmap=s.mmap)
-    w = place_weights(s.profile, s.rt, layers, experts, host, output, expert_host)
+    repacked = frozenset() if s.local_gpus else s.rt.repacked(s.profile, s.isa, s.args)
+    w = place_weights(s.profile, s.rt, layers, experts, host, output, expert_host, repacked)
     weights = dict(w.buffers)
     created: dict[str, int] = {}
     for layer, nbytes in s.rt.created_weights(s.profile, s.kv.mla).items():

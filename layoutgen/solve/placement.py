@@ -111,6 +111,7 @@ def place_weights(
     host: str,
     output_device: str | None,
     expert_host: str | None = None,
+    repacked: frozenset[str] = frozenset(),
 ) -> Weights:
     """Assign each loaded tensor to a buffer.
 
@@ -118,7 +119,8 @@ def place_weights(
     stay on the host, as with a partial ``-ngl``).  ``expert_device``: expert
     layer -> device for its routed experts; absent expert layers go to
     ``expert_host`` (default ``host``).  ``output_device``: where output/norm
-    tensors go (None: host).
+    tensors go (None: host).  ``repacked``: host tensors the CPU backend keeps in
+    ``CPU_REPACK`` instead (llama.cpp without a GPU's pinned buffer).
     """
     expert_home = expert_host or host
     slots, skipped = _slots(profile, runtime)
@@ -133,6 +135,8 @@ def place_weights(
             buf = host
         else:
             buf = output_device or host
+        if buf in ("CPU", "CPU_Mapped") and name in repacked:
+            buf = "CPU_REPACK"
         tensor_buffer[name] = buf
         buffers[buf] = buffers.get(buf, 0) + nbytes
     return Weights(tensor_buffer, dict(sorted(buffers.items())), skipped)

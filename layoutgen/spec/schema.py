@@ -190,9 +190,20 @@ class Strict(BaseModel):
 # --------------------------------------------------------------------- host
 
 
+CpuIsa = Literal["x86-64", "x86-64-v3", "x86-64-v4", "aarch64"]
+
+
 class Cpu(Strict):
     cores: int = Field(ge=1, le=MAX_THREADS, description="physical cores, e.g. 16")
     threads: int = Field(ge=1, le=MAX_THREADS, description="hardware threads (SMT), e.g. 32")
+    isa: CpuIsa = Field(
+        default="x86-64-v3",
+        description=(
+            "instruction set level, which decides the weights llama.cpp repacks into "
+            "CPU_REPACK: x86-64-v3 (AVX2, default), x86-64-v4 (AVX-512), x86-64 (neither), "
+            "aarch64 (NEON with dot product)"
+        ),
+    )
 
     @model_validator(mode="after")
     def _threads_cover_cores(self) -> Cpu:

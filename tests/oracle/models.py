@@ -60,11 +60,17 @@ def _vocab(writer: GGUFWriter) -> int:
 class _Tensors:
     """Adds tensors in ggml shape order (ne0 first), with deterministic values."""
 
-    def __init__(self, writer: GGUFWriter, seed: int) -> None:
+    def __init__(
+        self, writer: GGUFWriter, seed: int, matrices: GGMLQuantizationType | None = None
+    ) -> None:
         self.writer = writer
         self.rng = np.random.default_rng(seed)
+        #: one type for every matrix (norms stay f32), e.g. q4_0 to see CPU_REPACK
+        self.matrices = matrices
 
     def add(self, name: str, shape: tuple[int, ...], qtype: GGMLQuantizationType) -> None:
+        if self.matrices is not None and len(shape) > 1:
+            qtype = self.matrices
         numpy_shape = tuple(reversed(shape))
         if name.endswith("norm.weight"):
             data = np.ones(numpy_shape, dtype=np.float32)
@@ -129,14 +135,17 @@ def _experts(t: _Tensors, d: Dims, i: int) -> None:
     t.add(f"blk.{i}.ffn_down_exps.weight", (d.expert_ff, d.n_embd, d.n_expert), Q8_0)
 
 
-def llama(path: Path, d: Dims = Dims(n_layer=6)) -> Path:
-    """A dense llama: GQA attention and a gated FFN in every layer."""
+def llama(
+    path: Path, d: Dims = Dims(n_layer=6), matrices: GGMLQuantizationType | None = None
+) -> Path:
+    """A dense llama: GQA attention and a gated FFN in every layer (``matrices``: one
+    type for every matrix instead of the default f16/q8_0 mix)."""
     writer = GGUFWriter(path, "llama")
     writer.add_name("oracle-llama")
     _common(writer, "llama", d)
     writer.add_rope_dimension_count(d.head_dim)
     vocab = _vocab(writer)
-    t = _Tensors(writer, seed=1)
+    t = _Tensors(writer, seed=1, matrices=matrices)
     _embeddings(t, d, vocab)
     for i in range(d.n_layer):
         _gqa_attention(t, d, i, qk_norm=False)

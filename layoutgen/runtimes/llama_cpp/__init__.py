@@ -12,6 +12,7 @@ one is added.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from layoutgen.runtimes.base import Runtime
 from layoutgen.runtimes.rules import rule
 
 if TYPE_CHECKING:
+    from layoutgen.models.profile import Profile
     from layoutgen.solve.footprint import Setting
     from layoutgen.solve.plan import Basis
 
@@ -35,6 +37,39 @@ RULES = (
         "before, one cache of ctx cells was shared by all sequences",
     ),
 )
+
+#: ISA -> repackable type -> the row multiple it needs (repack.cpp, build 11434):
+#: AVX2 q4_0/q4_K/iq4_nl/mxfp4 8x8; AVX-512 adds q2_K; NEON with dot product 4x4
+#: q4_0/iq4_nl/mxfp4/q8_0 and 8x4 q4_K/q5_K/q6_K
+REPACK: dict[str, dict[str, int]] = {
+    "x86-64": {},
+    "x86-64-v3": {"q4_0": 8, "q4_k": 8, "iq4_nl": 8, "mxfp4": 8},
+    "x86-64-v4": {"q4_0": 8, "q4_k": 8, "iq4_nl": 8, "mxfp4": 8, "q2_k": 8},
+    "aarch64": {
+        "q4_0": 4,
+        "iq4_nl": 4,
+        "mxfp4": 4,
+        "q8_0": 4,
+        "q4_k": 8,
+        "q5_k": 8,
+        "q6_k": 8,
+    },
+}
+
+
+@functools.lru_cache(maxsize=64)
+def _repacked(profile: Profile, isa: str) -> frozenset[str]:
+    table = REPACK.get(isa, {})
+    return frozenset(
+        t.name
+        for t in profile.tensors()
+        if len(t.shape) >= 2
+        and t.name != "token_embd.weight"
+        and t.name.endswith(".weight")
+        and (multiple := table.get(t.type.lower()))
+        and t.shape[1] % multiple == 0
+    )
+
 
 KV_TYPES = frozenset({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"})
 
@@ -88,6 +123,20 @@ class LlamaCpp(Runtime):
         if mmap:
             return "CPU_Mapped"
         return "CUDA_Host" if gpus else "CPU"
+
+    def repacked(self, profile: Profile, isa: str, args: Sequence[str]) -> frozenset[str]:
+        """Matrices of types the CPU backend repacks for this ISA (``-nr`` turns it off).
+
+        ggml-cpu/repack.cpp ``ggml_repack_get_optimal_repack_type``: a weight of a
+        matrix multiplication (not the embeddings' get_rows) whose type has an
+        interleaved layout for the CPU and whose rows (ne1) divide by the
+        interleave; llama.cpp puts it in CPU_REPACK, read from the file even with
+        mmap (checked on this project's CI machine: a q4_0 llama logs CPU_REPACK
+        beside CPU_Mapped, and only CPU_Mapped with ``-nr``).
+        """
+        if any(a in ("-nr", "--no-repack") for a in args):
+            return frozenset()
+        return _repacked(profile, isa)
 
     def layer_split(
         self, s: Setting, kv_per_layer: Mapping[int, int], shares: Sequence[float]
