@@ -229,8 +229,13 @@ def spec_for(
     runtime: dict[str, Any] = {"kind": record["runtime"], "binary": "/opt/runtime/llama-server"}
     if (v := version(record)) is not None:
         runtime["version"] = v
-    if m := re.search(r"n_copies\s*=\s*([0-9]+)", record.get("logged") or ""):
+    logged = record.get("logged") or ""
+    if m := re.search(r"n_copies\s*=\s*([0-9]+)", logged):
         runtime["sched_copies"] = int(m[1])  # the build's GGML_SCHED_MAX_COPIES
+    elif re.search(r"(?:llama_new_context_with_model|llama_context): n_ubatch", logged):
+        # both runtimes print "pipeline parallelism enabled (n_copies=N)" in the
+        # context block whenever it is on: a context block without it ran without
+        runtime["sched_copies"] = 1
     batch = int(s.get("n_batch") or 2048)
     service: dict[str, Any] = {
         "model": "m",
@@ -327,7 +332,9 @@ def evaluate(path: Path, tmp: Path) -> Outcome:
             if f in fields:
                 planned = None if part is None else getattr(part, f)
                 rows.append(Row(buf, f, fields[f], planned))
-        if part is not None and buf in gpu_buffers:
+        if part is not None and buf in gpu_buffers and "compute" in fields:
+            # a device total needs all three: a run that failed to allocate its
+            # compute buffer (an OOM record) logged only weights and KV
             logged_total = sum(fields.values())
             planned_total = fields.get("weights", 0) + part.kv + part.compute
             rows.append(Row(buf, "total", logged_total, planned_total))
