@@ -208,3 +208,12 @@ def _rule(kind: str, rules: tuple[Rule, ...], name: str) -> Rule:
         if r.name == name:
             return r
     raise KeyError(f"{kind} has no rule {name!r}")
+
+
+def flag_value(args: Sequence[str], *names: str) -> str | None:
+    """The value after the last occurrence of any of ``names`` in passthrough args."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg in names and i + 1 < len(args):
+            value = args[i + 1]
+    return value

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from layoutgen.models.profile import Profile
 from layoutgen.render.argv import flash_attn
-from layoutgen.runtimes.base import Runtime
+from layoutgen.runtimes.base import Runtime, flag_value
 from layoutgen.runtimes.llama_cpp.compute import mla_q_head
 from layoutgen.solve.kvcache import KVSettings, device_bytes, layer_caches
 from layoutgen.solve.placement import expert_layer, loaded, place_weights
@@ -69,26 +69,17 @@ class Setting:
         return self.devices[self.gpus.index(gpu)]
 
 
-def _flag(args: tuple[str, ...], *names: str) -> str | None:
-    """The value after the last occurrence of any of ``names`` in passthrough args."""
-    value = None
-    for i, arg in enumerate(args):
-        if arg in names and i + 1 < len(args):
-            value = args[i + 1]
-    return value
-
-
 def _mmap(args: tuple[str, ...], mlock: bool) -> bool:
     """Whether host weights stay memory-mapped: not with --mlock, --no-mmap, or
     recent llama.cpp's -lm/--load-mode none|mlock|dio (which replaced both)."""
-    mode = _flag(args, "-lm", "--load-mode")
+    mode = flag_value(args, "-lm", "--load-mode")
     return not mlock and "--no-mmap" not in args and mode not in ("none", "mlock", "dio")
 
 
 def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
     rt = spec.runtimes[rs.service.runtime].rules()
     args = rs.service.args
-    mla = _flag(args, "-mla", "--mla-use")
+    mla = flag_value(args, "-mla", "--mla-use")
     kv = KVSettings(
         rt=rt,
         ctx=rs.service.ctx,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from layoutgen.models.quants import by_name
-from layoutgen.runtimes.base import Runtime
+from layoutgen.runtimes.base import Runtime, flag_value
 from layoutgen.runtimes.rules import rule
 
 if TYPE_CHECKING:
@@ -269,7 +269,7 @@ class IkLlamaCpp(Runtime):
 
     def attn_max_mib(self, args: Sequence[str]) -> int:
         """-amb as given, else this build's default (256 MiB since build 4832, 0 before)."""
-        value = _last(args, "-amb", "--attention-max-batch")
+        value = flag_value(args, "-amb", "--attention-max-batch")
         if value is not None and value.isdigit():
             return max(128, int(value)) if int(value) else 0  # ik raises 1..127 to 128
         return 256 if self.follows("amb-256-by-default") else 0
@@ -277,7 +277,7 @@ class IkLlamaCpp(Runtime):
     def output_tokens(self, args: Sequence[str], ubatch: int) -> int:
         """Tokens the worst-case graph computes logits for: -wgt N (since build 4378)
         when given, else the whole ubatch."""
-        value = _last(args, "-wgt", "--worst-graph-tokens")
+        value = flag_value(args, "-wgt", "--worst-graph-tokens")
         if self.follows("worst-graph-tokens") and value is not None and value.isdigit():
             return int(value) or ubatch
         return ubatch
@@ -306,14 +306,6 @@ class IkLlamaCpp(Runtime):
         return self.follows("merge-up-gate") and any(
             a in ("-muge", "--merge-up-gate-experts") for a in args
         )
-
-
-def _last(args: Sequence[str], *names: str) -> str | None:
-    value = None
-    for i, arg in enumerate(args):
-        if arg in names and i + 1 < len(args):
-            value = args[i + 1]
-    return value
 
 
 def _share(counts: Sequence[int], n: int, n_layer: int) -> list[int]:
