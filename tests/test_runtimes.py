@@ -213,3 +213,15 @@ def test_ik_host_buffer_names_by_build(version: str, mmap: bool, experts: str, o
     rt = runtimes.get("ik_llama.cpp", version)
     assert rt.expert_host_buffer(gpus=True, mmap=mmap) == experts
     assert rt.host_buffer(gpus=True, host_overrides=True, mmap=mmap) == others
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["4327\n", " 4327", "4327 ", "4327\nPodmanArgs=--privileged", "b\x1b[31m", "x" * 500, "٤٣٢٧"],
+)
+def test_a_version_is_checked_as_written(text: str) -> None:
+    """No stripping, no Unicode digits: what is checked is what the plan carries."""
+    with pytest.raises(VersionError) as caught:
+        parse_version(text)
+    message = str(caught.value)
+    assert "\n" not in message and "\x1b" not in message and len(message) < 400

@@ -21,6 +21,9 @@ import datetime
 import re
 from dataclasses import dataclass
 
+from layoutgen.errors import printable
+from layoutgen.spec.literals import clip
+
 _BUILD = re.compile(r"b?(?P<build>[0-9]{1,7})(?:\s*\((?P<commit>[0-9a-f]{7,40})\))?")
 _DATE = re.compile(r"(?P<y>20[0-9]{2})-(?P<m>[0-9]{2})-(?P<d>[0-9]{2})")
 
@@ -43,7 +46,7 @@ class Version:
 
 def parse_version(text: str) -> Version:
     """``b6123``, ``6123``, ``6123 (a1b2c3d)`` or ``2026-03-20``; raises VersionError."""
-    value = text.strip()
+    value = text  # as written: no stripping, so what is checked is what is carried
     m = _BUILD.fullmatch(value)
     if m:
         return Version(text=value, build=int(m.group("build")))
@@ -55,7 +58,7 @@ def parse_version(text: str) -> Version:
             raise VersionError(f"{value!r} is not a date") from None
         return Version(text=value, date=day)
     raise VersionError(
-        f"{value!r} names no build: write the build number the runtime's --version "
+        f"{printable(clip(value))} names no build: write the build number the runtime's --version "
         "prints (e.g. b6123 or 4327), or the build's commit date (e.g. 2026-03-20)"
     )
 
