@@ -141,3 +141,18 @@ def main() -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def test_host_experts_staged_through_the_gpu_are_an_upper_bound(
+    planned: dict[str, dict[str, Any]],
+) -> None:
+    """The staging term is bounded, not known: the plan says so (basis upper-bound),
+    and only where experts stay on the host."""
+    kinds = set()
+    for case in driver.GPU_CASES:
+        service = planned[case.name]
+        hosted = bool(service["expert_layers"].get("host"))  # --n-cpu-moe 1: a dense layer
+        basis = service["buffers"]["CUDA0"]["basis"]["compute"]
+        assert basis == ("upper-bound" if hosted else "estimated"), case.name
+        kinds.add(hosted)
+    assert kinds == {True, False}

@@ -20,7 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 SCHEMA = 1
-Basis = Literal["exact", "estimated", "measured"]
+#: exact: from the profile and the runtime's rules; estimated: the compute model;
+#: upper-bound: an estimate with a term layoutgen bounds from above because the
+#: runtime's exact use is not known (e.g. host experts staged through a GPU);
+#: measured: from a start-up log (calibrate)
+Basis = Literal["exact", "estimated", "upper-bound", "measured"]
 PARTS = ("weights", "created", "kv", "compute", "overhead")
 
 
@@ -134,14 +138,17 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:,.0f}"
 
 
-_MARK = {"exact": "", "estimated": "~", "measured": "*"}
+_MARK = {"exact": "", "estimated": "~", "upper-bound": "^", "measured": "*"}
 
 
 def to_text(plan: Plan) -> str:
     """The plan as a reviewer reads it: one table per device, then expert layers."""
     from layoutgen.models.tensors import format_layers
 
-    lines = [f"plan for {plan.spec} (host {plan.host}); MiB; ~ estimated, * measured", ""]
+    lines = [
+        f"plan for {plan.spec} (host {plan.host}); MiB; ~ estimated, ^ upper bound, * measured",
+        "",
+    ]
     # rpc buffers are long (RPC0[10.0.0.2:50052]): the column fits the longest name
     width = max([11, *(len(b) for sp in plan.services for b in sp.buffers)])
     header = f"  {'service':<20} {'buffer':<{width}} {'weights':>9} {'created':>8} {'kv':>8} "

@@ -188,7 +188,10 @@ class LlamaCpp(Runtime):
             mla_q_head=s.mla_q_head,
         )
         if buffer in s.devices:
-            return compute.device(g, buffer, output=buffer == output), "estimated"
+            size = compute.device(g, buffer, output=buffer == output)
+            # host experts staged through this GPU: bounded by two tensors, not known
+            staged = compute.staged_here(g, buffer)
+            return size, "upper-bound" if staged else "estimated"
         if buffer == ("CUDA_Host" if s.local_gpus else "CPU"):
             return compute.host(g), "estimated"
         return 0, "estimated"

@@ -425,9 +425,14 @@ def device(g: Graph, buf: str, output: bool) -> int:
         width = max(width, _remote_experts(hp))
         inputs += small_inputs(g, host=False)
     total = g.copies * inputs + width * ub * F32 + flat + ALIGN_SLACK
-    if buf in g.cuda and buf == _offload_device(g) and ub >= OFFLOAD_MIN_BATCH:
-        total += _staged(g)
-    return total
+    return total + staged_here(g, buf)
+
+
+def staged_here(g: Graph, buf: str) -> int:
+    """Host expert weights staged through ``buf`` (the offload device), else 0."""
+    if buf in g.cuda and buf == _offload_device(g) and g.kv.ubatch >= OFFLOAD_MIN_BATCH:
+        return _staged(g)
+    return 0
 
 
 def _staged(g: Graph) -> int:
