@@ -64,11 +64,15 @@ def masks(s: Setting) -> int:
     return 2 if hp.swa_layers and hp.sliding_window else 1
 
 
+def _expert_layers(s: Setting) -> list[int]:
+    """The layers with routed experts the runtime loads (from the profile's tensors)."""
+    from layoutgen.solve.footprint import expert_bytes
+
+    return list(expert_bytes(s.profile, s.rt))
+
+
 def _experts_on_host(s: Setting, experts: Mapping[int, str]) -> bool:
-    hp = s.profile.hparams
-    first = hp.leading_dense or 0
-    last = hp.n_layer - (hp.nextn_layers or 0)
-    return bool(hp.n_expert) and any(il not in experts for il in range(first, last))
+    return any(il not in experts for il in _expert_layers(s))
 
 
 def _offloaded(rt: IkLlamaCpp, hp: HParams, ub: int) -> bool:
@@ -80,7 +84,7 @@ def _offloaded(rt: IkLlamaCpp, hp: HParams, ub: int) -> bool:
     return True
 
 
-def _host_experts(rt: IkLlamaCpp, s: Setting, fused: bool) -> int:
+def _host_experts(s: Setting, fused: bool) -> int:
     """Activations of routed experts computed on the CPU: up and gate (fused with
     ``-fmoe``), and the down projection's n_expert_used outputs."""
     hp, ub = s.profile.hparams, s.kv.ubatch
@@ -158,7 +162,7 @@ def estimate(
             return 0, "estimated"
         host = (mask + e * ub * F32) * copies
         if host_runs_experts:
-            host += _host_experts(rt, s, fused)
+            host += _host_experts(s, fused)
         return host, "estimated"
     logits = (hp.vocab or 0) * rt.output_tokens(s.args, ub) * F32 + 2 * e * ub * F32
     here = [il for il, dev in layers.items() if dev == buffer] if s.devices else []
@@ -169,7 +173,7 @@ def estimate(
     inputs = (mask + e * ub * F32) * copies + cast if s.devices else mask + e * ub * F32
     layer = inputs + held + max(_attention(rt, s), _ffn(s, moe_here))
     if not s.devices and host_runs_experts:
-        layer = max(layer, inputs + held + _host_experts(rt, s, fused))
+        layer = max(layer, inputs + held + _host_experts(s, fused))
     first_gpu = next((d for d in s.devices if d.startswith("CUDA")), None)
     if buffer == first_gpu and on_host and _offloaded(rt, hp, ub):
         copy = offload_copy(
@@ -201,9 +205,3 @@ def _copies(
         return 1
     return rt.sched_copies
 
-
-def _expert_layers(s: Setting) -> range:
-    hp = s.profile.hparams
-    if not hp.n_expert:
-        return range(0)
-    return range(hp.leading_dense or 0, hp.n_layer - (hp.nextn_layers or 0))
