@@ -204,4 +204,3 @@ def _copies(
     if overridden and rt.follows("no-pipeline-with-overrides"):
         return 1
     return rt.sched_copies
-
