@@ -189,18 +189,6 @@ class Runtime:
         """Flags that turn a reasoning model's thinking off."""
         raise NotImplementedError
 
-    def attn_max_mib(self, args: Sequence[str]) -> int:
-        """The attention scratch cap in MiB the args give (ik -amb); 0: none."""
-        return 0
-
-    def fused_moe(self, args: Sequence[str]) -> bool:
-        """Whether MoE up and gate run as one fused op (ik -fmoe)."""
-        return False
-
-    def merges_up_gate(self, args: Sequence[str]) -> bool:
-        """Whether passthrough args fuse up and gate experts into one tensor."""
-        return False
-
 
 @functools.cache
 def _rule(kind: str, rules: tuple[Rule, ...], name: str) -> Rule:

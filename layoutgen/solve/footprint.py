@@ -43,13 +43,8 @@ class Setting:
     mmap: bool
     measured: Mapping[str, Mapping[str, int]]  # buffer -> {"compute": bytes, ...}
     overhead: int  # per GPU
-    #: ik_llama.cpp's -muge: up and gate experts fused into one tensor
-    merge_up_gate: bool = False
     #: an MLA model's qk_nope + rope (compute.mla_q_head), read from its tensors once
     mla_q_head: int = 0
-    #: ik's -amb: attention scratch cap in MiB (0: none); ik's -fmoe
-    attn_max_mib: int = 0
-    fused_moe: bool = False
     #: the passthrough args, for flags only one runtime reads (its module parses them)
     args: tuple[str, ...] = ()
     #: the host CPU's instruction set level (host.cpu.isa)
@@ -109,9 +104,6 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         mmap=_mmap(args, rs.mlock),
         measured=measured,
         overhead=spec.host.gpu_overhead,
-        merge_up_gate=rt.merges_up_gate(args),
-        attn_max_mib=rt.attn_max_mib(args),
-        fused_moe=rt.fused_moe(args),
         args=tuple(args),
         isa=spec.host.cpu.isa,
         mla_q_head=mla_q_head(profile.hparams, profile.tensors()),

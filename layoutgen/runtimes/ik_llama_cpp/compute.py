@@ -96,7 +96,7 @@ def _attention(rt: IkLlamaCpp, s: Setting) -> int:
     hp, kv = s.profile.hparams, s.kv
     ub, n_kv = kv.ubatch, cells(hp, kv, swa=False)
     n_head = _int(hp.n_head)
-    amb = s.attn_max_mib * MiB
+    amb = rt.attn_max_mib(s.args) * MiB
     if hp.kv_lora_rank and kv.mla != 0:
         rank, rope = hp.kv_lora_rank, hp.rope_dim or 0
         nope = max(0, (hp.key_length or 192) - rope) if (hp.key_length or 0) < rank else 128
@@ -153,7 +153,7 @@ def estimate(
     f16_mask = kv.flash_attn and rt.follows("f16-mask-with-flash-attn")
     mask = masks(s) * n_kv * ub * (F16 if f16_mask else F32)
     cast = masks(s) * n_kv * ub * F16 if kv.flash_attn and not f16_mask else 0
-    fused = s.fused_moe
+    fused = rt.fused_moe(s.args)
     on_host = _experts_on_host(s, experts)
     host_runs_experts = on_host and not (s.devices and _offloaded(rt, hp, ub))
     copies = _copies(rt, s, layers, experts)
@@ -180,7 +180,7 @@ def estimate(
             s.profile,
             ub,
             experts,
-            merge_up_gate=s.merge_up_gate,
+            merge_up_gate=rt.merges_up_gate(s.args),
             by_share=rt.follows("offload-by-expert-share"),
         )
         # seed 001 (GLM-5.1, -ub 8192, -muge): 5418.03 MiB logged = the fused up+gate
