@@ -74,7 +74,8 @@ def server_argv(
     if endpoints:
         # before -ot: llama.cpp resolves -ot buffer names as it parses arguments
         argv += ["--rpc", ",".join(endpoints)]
-    argv += ["-ngl", "999" if rs.gpus else "0"]
+    layers = rs.service.gpu_layers
+    argv += ["-ngl", ("999" if layers is None else str(layers)) if rs.gpus else "0"]
     if len(rs.gpus) > 1:
         argv += ["-sm", "layer", "-ts", ",".join(str(s) for s in shares)]
     argv += rt.fit_off()

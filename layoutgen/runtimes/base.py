@@ -56,6 +56,8 @@ class Runtime:
     #: lines only this runtime prints in a start-up log: (needle, pattern); calibrate
     #: tells whose log it reads by them
     LOG_MARKERS: ClassVar[tuple[tuple[str, re.Pattern[str]], ...]] = ()
+    #: whether a partial -ngl (``gpu_layers``) is planned for it
+    PARTIAL_OFFLOAD: ClassVar[bool] = False
     #: whether rpc devices (ggml-rpc-server) are planned for it
     RPC_DEVICES: ClassVar[bool] = False
     #: whether layoutgen can plan its memory yet
@@ -106,9 +108,13 @@ class Runtime:
         return {}
 
     def layer_split(
-        self, s: Setting, kv_per_layer: Mapping[int, int], shares: Sequence[float]
+        self,
+        s: Setting,
+        kv_per_layer: Mapping[int, int],
+        shares: Sequence[float],
+        layers: Sequence[int],
     ) -> dict[int, str]:
-        """Which device holds each layer when there are several."""
+        """Which device holds each of ``layers`` (the offloaded ones) when there are several."""
         raise NotImplementedError
 
     def n_cpu_moe_host(

@@ -49,6 +49,8 @@ class Setting:
     args: tuple[str, ...] = ()
     #: the host CPU's instruction set level (host.cpu.isa)
     isa: str = "x86-64-v3"
+    #: -ngl N: layers on GPUs counted from the end, the output layer as one (None: all)
+    gpu_layers: int | None = None
 
     @property
     def local_gpus(self) -> bool:
@@ -106,6 +108,7 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         overhead=spec.host.gpu_overhead,
         args=tuple(args),
         isa=spec.host.cpu.isa,
+        gpu_layers=rs.service.gpu_layers,
         mla_q_head=mla_q_head(profile.hparams, profile.tensors()),
     )
 
@@ -150,14 +153,25 @@ def kv_per_layer(s: Setting, *, cuda: bool) -> dict[int, int]:
     return out
 
 
+def offloaded(s: Setting) -> list[int]:
+    """The layers on GPUs: with ``gpu_layers`` N (``-ngl N``) the last N - 1 layers
+    (the output layer counts as one, and is on a GPU whenever N >= 1), else all."""
+    n_layer = s.profile.hparams.n_layer
+    if s.gpu_layers is None:
+        return list(range(n_layer))
+    return list(range(max(n_layer + 1 - s.gpu_layers, 0), n_layer))
+
+
 def layer_split(s: Setting, shares: tuple[float, ...]) -> dict[int, str]:
-    """Which device holds each layer (attention, KV, compute); {} on a CPU-only service."""
+    """Which device holds each layer (attention, KV, compute); {} on a CPU-only service.
+    Layers not in the result run on the CPU (a partial ``-ngl``)."""
     devices = s.devices
     if not devices:
         return {}
+    layers = offloaded(s)
     if len(devices) == 1:
-        return dict.fromkeys(range(s.profile.hparams.n_layer), devices[0])
-    return s.rt.layer_split(s, kv_per_layer(s, cuda=True), shares)
+        return dict.fromkeys(layers, devices[0])
+    return s.rt.layer_split(s, kv_per_layer(s, cuda=True), shares, layers)
 
 
 def expert_bytes(profile: Profile, runtime: Runtime) -> dict[int, int]:

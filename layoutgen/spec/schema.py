@@ -483,6 +483,15 @@ class Service(Strict):
         default=None, description="allow thinking; false renders a zero reasoning budget"
     )
     mlock: bool | None = Field(default=None, description="lock weights in RAM (--mlock)")
+    gpu_layers: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_LAYER + 1,
+        description=(
+            "layers on the GPUs, counted from the end with the output layer as one "
+            "(-ngl N); the rest run on the CPU. Not given: every layer (llama.cpp only)"
+        ),
+    )
     priority: int = Field(
         default=0,
         ge=-(2**31),

@@ -20,6 +20,9 @@ from tests.oracle import harness
 
 #: tolerances of issue 6: weights 0.5 %, KV 1 %, compute 15 %
 TOLERANCE = {"weights": 0.005, "kv": 0.01, "compute": 0.15}
+#: how far above the log an estimate marked upper-bound may be (as on the H100:
+#: tests/test_compute_gpu.py)
+UPPER_BOUND_SLACK = 1.15
 
 
 @dataclass(frozen=True)
@@ -36,6 +39,7 @@ class Case:
     vram: str = "256MiB"
     args: tuple[str, ...] = ()
     mlock: bool = False
+    gpu_layers: int | None = None  # -ngl N: the first layers on the CPU
 
 
 #: host weights in a plain CPU buffer instead of a mapping of the file (whose
@@ -68,6 +72,10 @@ CASES = (
         args=NO_MMAP,
     ),
     Case("qwen3moe-auto-tight", "qwen3moe", "auto", vram="40MiB", ctk="q8_0", ctv="f16"),
+    # a partial -ngl: the first layers, their KV and their compute on the CPU
+    Case("llama-2rpc-ngl4", "llama", "gpu", gpu_layers=4, args=NO_MMAP),
+    Case("llama-1rpc-ngl2-np2", "llama", "gpu", devices=1, gpu_layers=2, parallel=2, args=NO_MMAP),
+    Case("qwen3moe-2rpc-ngl6", "qwen3moe", "gpu", gpu_layers=6, ubatch=256, args=NO_MMAP),
     Case("deepseek2-resident", "deepseek2", "gpu"),
     Case(
         "deepseek2-cpu-moe-q8",
@@ -111,6 +119,8 @@ def layout_text(
 ) -> str:
     """One llama.cpp service running ``case`` on the given host lines and GPU list items."""
     args = "" if not case.args else f"\n    args: [{', '.join(map(repr, case.args))}]"
+    if case.gpu_layers is not None:
+        args += f"\n    gpu_layers: {case.gpu_layers}"
     return f"""\
 host:
 {host}

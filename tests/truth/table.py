@@ -137,8 +137,8 @@ def _why_not(record: Mapping[str, Any], n_layer: int) -> str | None:
     flags = " ".join(str(f) for f in s.get("other_flags") or [])
     command = str(record.get("command") or "")
     ngl = s.get("ngl")
-    if ngl is not None and 0 < int(ngl) < n_layer + 1:
-        return f"-ngl {ngl} of {n_layer + 1} layers (partial offload: issue 14)"
+    if ngl is not None and 0 < int(ngl) < n_layer + 1 and record.get("runtime") != "llama.cpp":
+        return f"-ngl {ngl} of {n_layer + 1} layers (a partial offload on ik_llama.cpp)"
     if re.search(r"(?:^|\s)-sm\s+(?:row|graph|attn)|--split-mode\s+(?:row|graph)", command + flags):
         return "-sm row/graph (split tensors across GPUs)"
     if re.search(r"(?:^|\s)(?:-nkvo|--no-kv-offload)\b", command + " " + flags):
@@ -253,6 +253,9 @@ def spec_for(
         "mlock": "--mlock" in flags,
         "args": args,
     }
+    ngl = s.get("ngl")
+    if n_gpus and ngl is not None and record.get("runtime") == "llama.cpp":
+        service["gpu_layers"] = int(ngl)
     return {
         "host": {
             "name": "truth",
@@ -299,7 +302,8 @@ def evaluate(path: Path, tmp: Path) -> Outcome:
         ):
             raise synth.NotExpressible("the log's GPUs are not CUDA0..N (some hold nothing)")
         kv_on_host = [b for b, f in logged.items() if "kv" in f and not _GPU.match(b)]
-        if gpu_buffers and kv_on_host:
+        ngl = (record.get("settings") or {}).get("ngl")
+        if gpu_buffers and kv_on_host and not (ngl and record.get("runtime") == "llama.cpp"):
             raise synth.NotExpressible(
                 f"KV cache in {kv_on_host[0]} beside GPUs: -ngl below all layers "
                 "(partial or no offload on a GPU build: issue 14)"

@@ -202,13 +202,17 @@ class IkLlamaCpp(Runtime):
         return computed_wkv_b(profile, mla)
 
     def layer_split(
-        self, s: Setting, kv_per_layer: Mapping[int, int], shares: Sequence[float]
+        self,
+        s: Setting,
+        kv_per_layer: Mapping[int, int],
+        shares: Sequence[float],
+        layers: Sequence[int],
     ) -> dict[int, str]:
         from layoutgen.runtimes.ik_llama_cpp.placement import split_by_size, split_sizes
         from layoutgen.solve.placement import split_by_count
 
         if not self.follows("split-by-size"):
-            return split_by_count(list(range(s.profile.hparams.n_layer)), s.devices, shares)
+            return split_by_count(list(layers), s.devices, shares)
         sizes, output = split_sizes(s.profile, kv_per_layer, s.kv.ubatch)
         return split_by_size(sizes, output, s.devices, shares)
 

@@ -109,6 +109,8 @@ class LlamaCpp(Runtime):
     #: rpc devices are planned for llama.cpp (its RPC0[HOST:PORT] buffers, checked
     #: against llama.cpp itself in the oracle suite)
     RPC_DEVICES: ClassVar[bool] = True
+    #: -ngl below all layers: checked against llama.cpp itself in the oracle suite
+    PARTIAL_OFFLOAD: ClassVar[bool] = True
     #: llama-model.cpp: MLA needs the split attn_k_b/attn_v_b of convert_hf_to_gguf since
     #: April 2025 (one KV head of rank + rope); an older DeepSeek GGUF (attn_kv_b, n_head_kv
     #: = n_head) caches full K (192) and V (128) per head, 57 times MLA's cache (truth
@@ -139,11 +141,17 @@ class LlamaCpp(Runtime):
         return _repacked(profile, isa)
 
     def layer_split(
-        self, s: Setting, kv_per_layer: Mapping[int, int], shares: Sequence[float]
+        self,
+        s: Setting,
+        kv_per_layer: Mapping[int, int],
+        shares: Sequence[float],
+        layers: Sequence[int],
     ) -> dict[int, str]:
+        """By count over the offloaded layers and the output (``llama_model::load_tensors``:
+        layer il goes where the cumulative share covers (il - i_gpu_start) / n_gpu)."""
         from layoutgen.solve.placement import split_by_count
 
-        return split_by_count(list(range(s.profile.hparams.n_layer)), s.devices, shares)
+        return split_by_count(list(layers), s.devices, shares)
 
     def n_cpu_moe_host(
         self, s: Setting, layers: Mapping[int, str], expert_layers: Sequence[int], n: int
@@ -187,13 +195,18 @@ class LlamaCpp(Runtime):
             cuda=s.cuda,
             mla_q_head=s.mla_q_head,
         )
+        # layers on the CPU beside GPUs (a partial -ngl): how the two sides share the
+        # graph is bounded from the oracle's runs, not derived
+        partial = s.devices and len(layers) < s.profile.hparams.n_layer
         if buffer in s.devices:
             size = compute.device(g, buffer, output=buffer == output)
+            if partial:
+                size += compute.partial_slack(g)
             # host experts staged through this GPU: bounded by two tensors, not known
             staged = compute.staged_here(g, buffer)
-            return size, "upper-bound" if staged else "estimated"
+            return size, "upper-bound" if staged or partial else "estimated"
         if buffer == ("CUDA_Host" if s.local_gpus else "CPU"):
-            return compute.host(g), "estimated"
+            return compute.host(g), "upper-bound" if partial else "estimated"
         return 0, "estimated"
 
     # ---- flags ---------------------------------------------------------------------

@@ -121,7 +121,9 @@ class Graph:
     def copies(self) -> int:
         """n_copies of the scheduler: 4 with pipeline parallelism, else 1."""
         copies = self.kv.rt.sched_copies
-        return copies if len(self.devices) > 1 and not self.overrides else 1
+        # llama_context: pipeline parallelism needs every layer and the output offloaded
+        partial = len(self.layers) < self.hparams.n_layer
+        return copies if len(self.devices) > 1 and not self.overrides and not partial else 1
 
 
 def mla_q_head(hp: HParams, tensors: Iterable[Tensor]) -> int:
@@ -392,7 +394,7 @@ def device(g: Graph, buf: str, output: bool) -> int:
     flat = 0
     held = 0
     if mine:
-        first = min(g.layers) in mine
+        first = 0 in mine  # layer 0 here: the embeddings come in (a partial -ngl: the CPU)
         inputs = (
             (3 if first else 1) * e * ub * F32
             + mask_bytes(g)
@@ -426,6 +428,14 @@ def device(g: Graph, buf: str, output: bool) -> int:
         inputs += small_inputs(g, host=False)
     total = g.copies * inputs + width * ub * F32 + flat + ALIGN_SLACK
     return total + staged_here(g, buf)
+
+
+def partial_slack(g: Graph) -> int:
+    """What a GPU may hold beyond :func:`device` beside layers on the CPU (a partial
+    -ngl): the CPU's residual stream and normed input copied in, and a second copy of
+    the mask (the first offloaded device of the CPU oracle's runs logged a mask more
+    than its layers need).  An upper bound from those runs, not a derivation."""
+    return mask_bytes(g) + 2 * (g.hparams.n_embd or 0) * g.kv.ubatch * F32
 
 
 def staged_here(g: Graph, buf: str) -> int:
@@ -487,4 +497,14 @@ def host(g: Graph) -> int:
         # inp_embd (never read) and the freed inp_mixed_embd below it
         below = 0 if (hp.n_expert_used or 0) * (hp.expert_ff or 0) <= e else 2 * embd
         work = max(work, below + _remote_experts(hp) * ub * F32)
+    cpu_layers = [il for il in range(hp.n_layer) if il not in g.layers]
+    if cpu_layers:
+        # a partial -ngl: the first layers run here, on the embeddings (not copied
+        # away: layer 0 is here), with their residual streams held as on a CPU-only run
+        width = max(
+            max(_attention(g, il) for il in cpu_layers),
+            max(_ffn(g, il, experts_here=il not in g.experts) for il in cpu_layers),
+        )
+        # layer 0's held dup, and the residual and normed input every layer keeps
+        work = max(work, 4 * embd + (width + (_held(g, first=True) + 2) * e) * ub * F32)
     return held + work + ALIGN_SLACK
