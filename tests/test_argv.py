@@ -77,3 +77,17 @@ def test_argv_pins_every_decision(layout: Path) -> None:
             assert " -fit off " in argv
         if len(next(r for r in v.services if r.name == sp.name).gpus) > 1:
             assert " -sm layer -ts " in argv
+
+
+def test_tensor_split_shares_are_written_as_given(tmp_path: Path) -> None:
+    """-ts carries the spec's shares: integers without '.0', fractions as written, never
+    an exponent (llama.cpp parses each with stof)."""
+    from layoutgen.render.argv import _share
+
+    assert [_share(x) for x in (97247, 12.5, 15.0, 1_500_000, 0.25)] == [
+        "97247",
+        "12.5",
+        "15",
+        "1500000",
+        "0.25",
+    ]

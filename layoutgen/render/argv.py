@@ -58,7 +58,7 @@ def model_path(spec: Spec, rs: ResolvedService) -> str:
 
 
 def server_argv(
-    spec: Spec, rs: ResolvedService, plan: ServicePlan, shares: tuple[int, ...]
+    spec: Spec, rs: ResolvedService, plan: ServicePlan, shares: tuple[float, ...]
 ) -> tuple[str, ...]:
     svc = rs.service
     rt = spec.runtimes[svc.runtime].rules()
@@ -77,7 +77,7 @@ def server_argv(
     layers = rs.service.gpu_layers
     argv += ["-ngl", ("999" if layers is None else str(layers)) if rs.gpus else "0"]
     if len(rs.gpus) > 1:
-        argv += ["-sm", "layer", "-ts", ",".join(str(s) for s in shares)]
+        argv += ["-sm", "layer", "-ts", ",".join(map(_share, shares))]
     argv += rt.fit_off()
     if flash_attn_arg(rs) is None:
         argv += rt.flash_attn_flags(flash_attn(rs))
@@ -93,6 +93,11 @@ def server_argv(
         argv += ["--api-key-file", API_KEY_PATH if inside else str(key.file)]
     argv += list(svc.args)
     return tuple(argv)
+
+
+def _share(value: float) -> str:
+    """A -ts share as written: 97247, 12.5 (never an exponent, never a trailing .0)."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def rpc_devices(spec: Spec, rs: ResolvedService) -> list[Rpc]:

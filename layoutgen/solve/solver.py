@@ -134,9 +134,16 @@ def solve(
     settings = {n: setting(spec, rs, profiles[rs.service.model]) for n, rs in by_name.items()}
     capacity = {g.id: g.vram for g in spec.host.gpus}
     reserve = {g.id: g.reserve for g in spec.host.gpus}
-    # Layers split by each GPU's usable MiB; the argv pins the same shares (-ts).
-    shares_of: dict[str, tuple[int, ...]] = {
-        n: tuple((capacity[g] - reserve[g]) // 2**20 for g in s.gpus) for n, s in settings.items()
+    # Layers split by the service's tensor_split, else each GPU's usable MiB; the argv
+    # pins the same shares (-ts).
+    shares_of: dict[str, tuple[float, ...]] = {
+        n: tuple(
+            split[g]
+            if (split := by_name[n].service.tensor_split)
+            else (capacity[g] - reserve[g]) // 2**20
+            for g in s.gpus
+        )
+        for n, s in settings.items()
     }
     order = sorted(
         by_name,

@@ -87,7 +87,35 @@ def check(spec: Spec, services: tuple[ResolvedService, ...]) -> list[Problem]:
         *_moving_tags(spec),
         *_unspeakable(spec, services),
         *_gpu_layers(spec, services),
+        *_tensor_split(services),
     ]
+
+
+def _tensor_split(services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
+    """-ts shares: one for every GPU of the service and none other, not all zero."""
+    for rs in services:
+        split = rs.service.tensor_split
+        if split is None:
+            continue
+        where = ("services", rs.name, "tensor_split")
+        for gpu in sorted(set(split) - set(rs.gpus)):
+            yield Problem(
+                (*where, gpu),
+                f"services.{rs.name}.tensor_split.{gpu}: {gpu!r} is not one of this service's "
+                f"GPUs ({', '.join(rs.gpus) or 'none'})",
+                at_key=True,
+            )
+        missing = [g for g in rs.gpus if g not in split]
+        if missing:
+            yield Problem(
+                where,
+                f"services.{rs.name}.tensor_split: no share for {', '.join(missing)}; give "
+                "every GPU of the service a share (0 keeps a GPU's layers off it)",
+            )
+        if not any(v > 0 for v in split.values()):
+            yield Problem(
+                where, f"services.{rs.name}.tensor_split: every share is 0; give one a share"
+            )
 
 
 def _gpu_layers(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:

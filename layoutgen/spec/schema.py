@@ -483,6 +483,15 @@ class Service(Strict):
         default=None, description="allow thinking; false renders a zero reasoning budget"
     )
     mlock: bool | None = Field(default=None, description="lock weights in RAM (--mlock)")
+    tensor_split: dict[Ident, Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]] | None = (
+        Field(
+            default=None,
+            description=(
+                "-ts: the share of the layers each of the service's GPUs takes, by GPU id, "
+                "e.g. {gpu0: 17, gpu1: 12}; default: each GPU's usable VRAM"
+            ),
+        )
+    )
     gpu_layers: int | None = Field(
         default=None,
         ge=1,

@@ -40,6 +40,7 @@ class Case:
     args: tuple[str, ...] = ()
     mlock: bool = False
     gpu_layers: int | None = None  # -ngl N: the first layers on the CPU
+    tensor_split: str | None = None  # the spec's tensor_split, as YAML flow
 
 
 #: host weights in a plain CPU buffer instead of a mapping of the file (whose
@@ -76,6 +77,8 @@ CASES = (
     Case("llama-2rpc-ngl4", "llama", "gpu", gpu_layers=4, args=NO_MMAP),
     Case("llama-1rpc-ngl2-np2", "llama", "gpu", devices=1, gpu_layers=2, parallel=2, args=NO_MMAP),
     Case("qwen3moe-2rpc-ngl6", "qwen3moe", "gpu", gpu_layers=6, ubatch=256, args=NO_MMAP),
+    # -ts as written: 1 share of 4.5 on the first device, 3.5 on the second
+    Case("qwen3moe-ts-1-3.5", "qwen3moe", "gpu", tensor_split="{rpc0: 1, rpc1: 3.5}", args=NO_MMAP),
     Case("deepseek2-resident", "deepseek2", "gpu"),
     Case(
         "deepseek2-cpu-moe-q8",
@@ -121,6 +124,8 @@ def layout_text(
     args = "" if not case.args else f"\n    args: [{', '.join(map(repr, case.args))}]"
     if case.gpu_layers is not None:
         args += f"\n    gpu_layers: {case.gpu_layers}"
+    if case.tensor_split is not None:
+        args += f"\n    tensor_split: {case.tensor_split}"
     return f"""\
 host:
 {host}
