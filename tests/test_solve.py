@@ -159,3 +159,40 @@ def test_conflicting_services_are_budgeted_per_scenario(tmp_path: Path) -> None:
     assert alternatives != both_on_gpu0
     accepted = run_cli(["validate", str(write(tmp_path, alternatives, "alt.yaml"))])
     assert accepted.code == 0, accepted.stdout
+
+
+def test_ctx_zero_is_the_trained_context(tmp_path: Path) -> None:
+    """-c 0 makes the runtime take the model's n_ctx_train: the plan of ctx: 0 is the
+    plan of ctx: n_ctx_train, and its argv says -c 0 (the oracle suite runs it)."""
+    from layoutgen.models.profile import load_profile
+    from layoutgen.solve.plan import to_json
+    from layoutgen.spec.validate import validate_file
+
+    layout = (LAYOUTS / "glm51-3-cpu-moe-1gpu.yaml").read_text()
+    layout = layout.replace("profile: models/", f"profile: {LAYOUTS}/models/")
+    trained = load_profile(LAYOUTS / "models" / "glm-5.1-iq3_ks.yaml").hparams.n_ctx_train
+    assert trained and "ctx: 32768" in layout
+
+    def plan(ctx: int) -> dict:
+        path = tmp_path / f"ctx{ctx}.yaml"
+        path.write_text(layout.replace("ctx: 32768", f"ctx: {ctx}", 1))
+        return json.loads(to_json(validate_file(path).plan))["services"]["grandpa"]
+
+    zero, full = plan(0), plan(trained)
+    assert zero["buffers"] == full["buffers"]
+    assert zero["argv"][zero["argv"].index("-c") + 1] == "0"
+
+
+def test_ctx_zero_without_a_trained_context_is_refused_where_written(tmp_path: Path) -> None:
+    from tests.specs import PROFILE, VALID
+
+    profile = tmp_path / "untrained.yaml"
+    lines = PROFILE.read_text().splitlines(keepends=True)
+    profile.write_text("".join(line for line in lines if "n_ctx_train" not in line))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(VALID.replace(str(PROFILE), str(profile)).replace("ctx: 262144", "ctx: 0", 1))
+    result = run_cli(["validate", str(spec)])
+    assert result.code == 1
+    assert "services.worker0.ctx: 0 means the context model 'coder' was trained for" in (
+        result.stdout
+    )

@@ -93,6 +93,12 @@ def _service(
     if rt is not None and rt.PLANNABLE:
         yield from _cache_types(rs, rt, profile)
     trained = profile.hparams.n_ctx_train
+    if rs.service.ctx == 0 and not trained:
+        yield Problem(
+            (*base, "ctx"),
+            f"services.{name}.ctx: 0 means the context model {mid!r} was trained for, and "
+            "its profile does not say (no n_ctx_train); write the context in tokens",
+        )
     per_slot = rs.service.ctx // rs.parallel
     if trained and per_slot > trained:
         yield Problem(

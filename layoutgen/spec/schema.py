@@ -458,7 +458,12 @@ class Service(Strict):
     role: Role = Field(description="orchestrator, worker, batch or embedding; brings defaults")
     port: int = Field(ge=1, le=65535, description="TCP port the server listens on")
     ctx: int = Field(
-        ge=1, le=MAX_TOKENS, description="context in tokens, total over all parallel slots"
+        ge=0,
+        le=MAX_TOKENS,
+        description=(
+            "context in tokens, total over all parallel slots; 0: the model's trained "
+            "context (n_ctx_train of its profile), as -c 0 means to the runtime"
+        ),
     )
     gpus: tuple[Ident, ...] | None = Field(
         default=None, description="GPU ids this service may use (role default otherwise)"

@@ -79,6 +79,8 @@ CASES = (
     Case("qwen3moe-2rpc-ngl6", "qwen3moe", "gpu", gpu_layers=6, ubatch=256, args=NO_MMAP),
     # -ts as written: 1 share of 4.5 on the first device, 3.5 on the second
     Case("qwen3moe-ts-1-3.5", "qwen3moe", "gpu", tensor_split="{rpc0: 1, rpc1: 3.5}", args=NO_MMAP),
+    # -c 0: the model's trained context (4096 here), from the profile
+    Case("llama-2rpc-ctx0-np2", "llama", "gpu", ctx=0, parallel=2, args=NO_MMAP),
     Case("deepseek2-resident", "deepseek2", "gpu"),
     Case(
         "deepseek2-cpu-moe-q8",
