@@ -43,6 +43,8 @@ def test_plain_data_has_no_ruamel_types() -> None:
         ("a: 1\na: 2\n", (2, 1), "duplicate key 'a' in this mapping (the first has value '1')"),
         ("a: [1, 2\n", (2, 1), "invalid YAML"),
         ("\tfoo: 1\n", (1, 1), "'\\t' that cannot start any token"),
+        # found by the fuzzer: a byte-order mark hid the directive, and ruamel asserted
+        ("\ufeff%YAML 1.3\n---\na: 1\n", (1, 1), "'%YAML 1.3': layoutgen reads YAML 1.2"),
     ],
 )
 def test_syntax_errors_are_located(text: str, where: tuple[int, int], fragment: str) -> None:

@@ -30,7 +30,7 @@ from layoutgen.spec.yamlbounds import (
     short,
 )
 
-_YAML_DIRECTIVE = re.compile(r"^%YAML[ \t]+(\S+)", re.MULTILINE)
+_YAML_DIRECTIVE = re.compile(r"^\ufeff?%YAML[ \t]+(\S+)", re.MULTILINE)
 #: Line breaks to libyaml but not to ruamel's reader, nor to most editors (the
 #: same error would be reported on different lines), and lone surrogates.
 _ODD_BREAK = re.compile("[\x85\u2028\u2029\ud800-\udfff]")
