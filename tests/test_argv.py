@@ -52,13 +52,19 @@ def test_argv_reproduces_the_planned_expert_placement(layout: Path) -> None:
         names = [t.name for t in loaded(profile, rt) if expert_layer(t.name) is not None]
         got = apply(_rules(sp.argv), names)
         planned = {n: dev for dev, layers in sp.expert_layers.items() for n in layers}
+        single = {t: dev for dev, ts in sp.expert_tensors.items() for t in ts}
         buffer_of = {dev: buf for buf, dev in sp.device_of.items() if dev != "host"}
         for name in names:
             layer = expert_layer(name)
             assert layer is not None
             target = got[name] or sp.layer_buffer[layer]  # no rule: stays with its layer
-            expected = "CPU" if planned[layer] == "host" else buffer_of[planned[layer]]
+            dev = single.get(name, planned[layer])
+            expected = "CPU" if dev == "host" else buffer_of[dev]
             assert target == expected, (sp.name, name)
+            # the plan's own account of moved tensors says the same
+            moved = sp.moved.get(name, sp.layer_buffer[layer])
+            assert (target == "CPU") == (moved not in buffer_of.values()), (sp.name, name)
+            assert target == "CPU" or moved == target, (sp.name, name)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS, ids=[p.stem for p in LAYOUTS])

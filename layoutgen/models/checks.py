@@ -78,6 +78,10 @@ def _service(
                     f"services.{name}.experts.layers.{gpu}: {_layers(missing)} {verb} no "
                     f"routed experts in model {mid!r} (expert layers: {known})",
                 )
+    if isinstance(experts, ExpertsExplicit) and experts.tensors:
+        yield from _expert_tensors(rs, experts, profile, rt)
+    if isinstance(experts, ExpertsExplicit):
+        pass
     elif isinstance(experts, ExpertsNCpuMoe) and not layers:
         yield Problem(
             (*base, "experts"),
@@ -92,6 +96,7 @@ def _service(
         )
     if rt is not None and rt.PLANNABLE:
         yield from _cache_types(rs, rt, profile)
+        yield from _tensor_overrides(rs, profile, rt)
     trained = profile.hparams.n_ctx_train
     if rs.service.ctx == 0 and not trained:
         yield Problem(
@@ -151,3 +156,74 @@ def _spec_form(numbers: Iterable[int]) -> str:
 
 def _layers(numbers: list[int]) -> str:
     return ("layer " if len(numbers) == 1 else "layers ") + _spec_form(numbers)
+
+
+def _expert_tensors(
+    rs: ResolvedService, experts: ExpertsExplicit, profile: Profile, rt: Runtime | None
+) -> Iterator[Problem]:
+    """Named expert tensors exist, and those one op reads together share a GPU."""
+    names = {t.name for t in profile.tensors()}
+    base, mid = ("services", rs.name, "experts", "tensors"), rs.service.model
+    for gpu, tensors in sorted(experts.tensors.items()):
+        missing = [t for t in tensors if t not in names]
+        if missing:
+            yield Problem(
+                (*base, gpu),
+                f"services.{rs.name}.experts.tensors.{gpu}: model {mid!r} has no "
+                f"{', '.join(missing[:3])}{' ...' if len(missing) > 3 else ''}",
+            )
+        if rt is None:
+            continue
+        for group in rt.EXPERT_GROUPS:
+            for tensor in tensors:
+                prefix, kind = tensor.removesuffix("_exps.weight").rsplit(".ffn_", 1)
+                partners = [f"{prefix}.ffn_{k}_exps.weight" for k in sorted(group) if k != kind]
+                lacking = [p for p in partners if p in names and p not in tensors]
+                if kind in group and lacking:
+                    yield Problem(
+                        (*base, gpu),
+                        f"services.{rs.name}.experts.tensors.{gpu}: {tensor} without "
+                        f"{', '.join(lacking)}: {rt.kind} reads them in one op, so apart one "
+                        "is copied to the other's device at every batch; list both",
+                    )
+
+
+def _tensor_overrides(rs: ResolvedService, profile: Profile, rt: Runtime) -> Iterator[Problem]:
+    """Each rule matches a tensor the runtime loads, and one that no earlier rule took."""
+    from layoutgen.solve.placement import loaded
+
+    rules = rs.service.tensor_overrides
+    if not rules:
+        return
+    names = [t.name for t in loaded(profile, rt)]
+    compiled = [re.compile(r.pattern) for r in rules]
+    taken: set[str] = set()
+    for i, (rule, rx) in enumerate(zip(rules, compiled, strict=True)):
+        hits = [n for n in names if rx.search(n)]
+        where = ("services", rs.name, "tensor_overrides", i, "pattern")
+        label = f"services.{rs.name}.tensor_overrides[{i}].pattern"
+        if not hits:
+            yield Problem(
+                where,
+                f"{label}: '{rule.pattern}' matches none of the {len(names)} tensors "
+                f"{rt.kind} loads from model {rs.service.model!r} (e.g. "
+                f"{', '.join(_examples(names))}); the runtime would ignore it",
+            )
+        elif all(n in taken for n in hits):
+            yield Problem(
+                where,
+                f"{label}: every tensor '{rule.pattern}' matches ({', '.join(hits[:3])}"
+                f"{' ...' if len(hits) > 3 else ''}) is taken by an earlier rule (the first "
+                "match wins); remove it or move it up",
+                Severity.WARNING,
+            )
+        taken.update(hits)
+
+
+def _examples(names: list[str]) -> list[str]:
+    """A few tensor names of different kinds, to show how names are spelled."""
+    seen: dict[str, str] = {}
+    for n in names:
+        kind = re.sub(r"\d+", "N", n)
+        seen.setdefault(kind, n)
+    return [*list(seen.values())[:4]]

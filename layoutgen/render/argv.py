@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
-from layoutgen.solve.override import expert_rules
+from layoutgen.solve.override import Rule, expert_rules
+from layoutgen.solve.placement import HOST
 from layoutgen.solve.plan import ServicePlan
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import ExpertsHost, ExpertsNCpuMoe, Rpc, Spec
@@ -81,6 +82,7 @@ def server_argv(
     argv += rt.fit_off()
     if flash_attn_arg(rs) is None:
         argv += rt.flash_attn_flags(flash_attn(rs))
+    argv += _overrides(plan)
     argv += _experts(rs, plan)
     if rs.mlock:
         argv += rt.mlock()
@@ -118,6 +120,15 @@ def _bind(spec: Spec, rs: ResolvedService) -> str:
     return "0.0.0.0" if rs.service.expose else "127.0.0.1"
 
 
+def _overrides(plan: ServicePlan) -> list[str]:
+    """The spec's tensor_overrides, first on the line: the runtime takes the first
+    rule that matches, so they win over layoutgen's own."""
+    out: list[str] = []
+    for pattern, target in plan.tensor_overrides:
+        out += ["-ot", Rule(pattern, "CPU" if target == HOST else target).arg()]
+    return out
+
+
 def _experts(rs: ResolvedService, plan: ServicePlan) -> list[str]:
     mode = rs.experts
     if not rs.gpus:
@@ -128,6 +139,7 @@ def _experts(rs: ResolvedService, plan: ServicePlan) -> list[str]:
         return ["--n-cpu-moe", str(mode.n)]
     host_layers = plan.expert_layers.get("host", ())
     buffer_of = {dev: buf for buf, dev in plan.device_of.items() if dev != "host"}
+    singles = {buffer_of[dev]: names for dev, names in plan.expert_tensors.items()}
     moved: dict[str, list[int]] = {}
     for dev, layers in plan.expert_layers.items():
         if dev == "host":
@@ -139,6 +151,6 @@ def _experts(rs: ResolvedService, plan: ServicePlan) -> list[str]:
         if keep:
             moved[buf] = keep
     out: list[str] = []
-    for rule in expert_rules(moved):
+    for rule in expert_rules(moved, singles):
         out += ["-ot", rule.arg()]
     return [*out, "--cpu-moe"] if host_layers else out

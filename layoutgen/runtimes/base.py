@@ -62,6 +62,9 @@ class Runtime:
     RPC_DEVICES: ClassVar[bool] = False
     #: whether layoutgen can plan its memory yet
     PLANNABLE: ClassVar[bool] = True
+    #: routed-expert tensor kinds that must share a device: one op reads them together
+    #: (ik_llama.cpp's fused up/gate), so a split copies a whole tensor per batch
+    EXPERT_GROUPS: ClassVar[tuple[frozenset[str], ...]] = ()
     #: whether it reads the API key from LLAMA_API_KEY
     READS_API_KEY_ENV: ClassVar[bool] = False
 

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from layoutgen.models.profile import Profile
 from layoutgen.render.argv import flash_attn
 from layoutgen.runtimes.base import Runtime, flag_value
 from layoutgen.runtimes.llama_cpp.compute import mla_q_head
 from layoutgen.solve.kvcache import KVSettings, device_bytes, layer_caches
-from layoutgen.solve.placement import expert_layer, loaded, place_weights
+from layoutgen.solve.override import Rule, apply
+from layoutgen.solve.placement import HOST, expert_layer, loaded, place_weights, tensor_slots
 from layoutgen.solve.plan import Basis, Part
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import Spec
@@ -51,6 +52,10 @@ class Setting:
     isa: str = "x86-64-v3"
     #: -ngl N: layers on GPUs counted from the end, the output layer as one (None: all)
     gpu_layers: int | None = None
+    #: the spec's tensor_overrides as (pattern, buffer or "host"), in order
+    user_rules: tuple[tuple[str, str], ...] = ()
+    #: tensor -> buffer or "host" for every loaded tensor a user rule matches (first wins)
+    user_pins: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def local_gpus(self) -> bool:
@@ -95,6 +100,11 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         for buf, m in rs.service.measured.items()
     }
     gpus, devices, cuda = device_order(spec, rs.gpus)
+    buffer_of = dict(zip(gpus, devices, strict=True))
+    rules = tuple(
+        (o.pattern, HOST if o.device == HOST else buffer_of.get(o.device, o.device))
+        for o in rs.service.tensor_overrides
+    )
     return Setting(
         name=rs.name,
         rt=rt,
@@ -110,7 +120,20 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         isa=spec.host.cpu.isa,
         gpu_layers=rs.service.gpu_layers,
         mla_q_head=mla_q_head(profile.hparams, profile.tensors()),
+        user_rules=rules,
+        user_pins=user_pins(profile, rt, rules),
     )
+
+
+def user_pins(
+    profile: Profile, runtime: Runtime, rules: tuple[tuple[str, str], ...]
+) -> dict[str, str]:
+    """Tensor -> target for every loaded tensor a rule matches, the first rule winning
+    (how llama.cpp and ik_llama.cpp read ``-ot``)."""
+    if not rules:
+        return {}
+    found = apply([Rule(p, t) for p, t in rules], (t.name for t in loaded(profile, runtime)))
+    return {name: target for name, target in found.items() if target is not None}
 
 
 @functools.lru_cache(maxsize=64)
@@ -200,15 +223,51 @@ def _expert_bytes(profile: Profile, runtime: Runtime) -> tuple[tuple[int, int], 
     return tuple(sorted(out.items()))
 
 
-def buffers(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -> dict[str, Part]:
-    """Every buffer of the service: weights (exact), KV (exact), compute, overhead."""
+def expert_tensors(s: Setting) -> dict[int, tuple[tuple[str, int], ...]]:
+    """The routed-expert tensors the solver places, per expert layer, largest first:
+    every loaded one no ``tensor_overrides`` rule has already claimed."""
+    every = _expert_tensors(s.profile, s.rt)
+    if not s.user_pins:
+        return dict(every)
+    out = {layer: tuple(t for t in ts if t[0] not in s.user_pins) for layer, ts in every.items()}
+    return {layer: ts for layer, ts in out.items() if ts}
+
+
+@functools.lru_cache(maxsize=64)
+def _expert_tensors(profile: Profile, runtime: Runtime) -> dict[int, tuple[tuple[str, int], ...]]:
+    out: dict[int, list[tuple[str, int]]] = {}
+    for name, nbytes, layer, _ in tensor_slots(profile, runtime):
+        if layer is not None:
+            out.setdefault(layer, []).append((name, nbytes))
+    return {
+        layer: tuple(sorted(ts, key=lambda t: (-t[1], t[0]))) for layer, ts in sorted(out.items())
+    }
+
+
+def buffers(
+    s: Setting,
+    layers: Mapping[int, str],
+    experts: Mapping[int, str],
+    tensors: Mapping[str, str] | None = None,
+) -> dict[str, Part]:
+    """Every buffer of the service: weights (exact), KV (exact), compute, overhead.
+
+    ``experts``: expert layer -> buffer of its routed experts (absent: host);
+    ``tensors``: single expert tensors placed apart from their layer's experts.
+    The spec's ``tensor_overrides`` come first, as the runtime reads its rules.
+    """
     devices = s.devices
-    host_overrides = any(layer not in experts for layer in expert_bytes(s.profile, s.rt))
+    pins = {**(tensors or {}), **s.user_pins}
+    host_overrides = any(v == HOST for v in pins.values()) or any(
+        layer not in experts for layer in expert_bytes(s.profile, s.rt)
+    )
     host = s.rt.host_buffer(gpus=s.local_gpus, host_overrides=host_overrides, mmap=s.mmap)
     output = devices[-1] if devices else None
     expert_host = s.rt.expert_host_buffer(gpus=s.local_gpus, mmap=s.mmap)
     repacked = frozenset() if s.local_gpus else s.rt.repacked(s.profile, s.isa, s.args)
-    w = place_weights(s.profile, s.rt, layers, experts, host, output, expert_host, repacked)
+    w = place_weights(
+        s.profile, s.rt, layers, experts, host, output, expert_host, repacked, pins or None
+    )
     weights = dict(w.buffers)
     created: dict[str, int] = {}
     for layer, nbytes in s.rt.created_weights(s.profile, s.kv.mla).items():
@@ -223,9 +282,10 @@ def buffers(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -
         names.add("CUDA_Host")  # the host-side compute buffer is named CUDA_Host with a GPU
     if not s.local_gpus:
         names.add("CPU")
+    views = expert_views(s, experts, w.tensor_buffer) if pins else (experts,)
     out: dict[str, Part] = {}
     for name in sorted(names):
-        compute, basis = _compute(s, name, output, layers, experts)
+        compute, basis = _compute(s, name, output, layers, views)
         basis_map: dict[str, Basis] = {
             "weights": "exact",
             "created": "exact",
@@ -246,15 +306,104 @@ def buffers(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -
     return out
 
 
+def moved_tensors(
+    s: Setting,
+    layers: Mapping[int, str],
+    experts: Mapping[int, str],
+    tensors: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """Tensor -> buffer for each tensor an override puts on another device than its
+    layer would (its layer's device, the host for CPU layers and token_embd, the
+    last device for the output); host RAM is named by the buffer overrides land in."""
+    pins = {**(tensors or {}), **s.user_pins}
+    output = s.devices[-1] if s.devices else HOST
+    expert_host = s.rt.expert_host_buffer(gpus=s.local_gpus, mmap=s.mmap)
+    out: dict[str, str] = {}
+    for name, _nbytes, expert, layer in tensor_slots(s.profile, s.rt):
+        pin = pins.get(name)
+        if pin is None and expert is None:
+            continue
+        if layer is not None:
+            natural = layers.get(layer, HOST)
+        else:
+            natural = HOST if name == "token_embd.weight" else output
+        actual = pin if pin is not None else experts.get(expert, HOST)  # type: ignore[arg-type]
+        if actual != natural:
+            out[name] = expert_host if actual == HOST else actual
+    return dict(sorted(out.items()))
+
+
+def expert_views(
+    s: Setting, experts: Mapping[int, str], tensor_buffer: Mapping[str, str]
+) -> tuple[Mapping[int, str], ...]:
+    """Where each layer's routed experts run, as the compute estimates read it (layer
+    -> GPU buffer; absent: host), from where every expert tensor landed.
+
+    A layer whose expert tensors sit on more than one device (a single tensor
+    moved, or a rule that catches only ``ffn_down_exps``) runs its expert
+    matmuls on both; the runtimes' graphs for that are not modelled term by
+    term, so both readings are returned (the layer's experts on its GPU, and
+    on the host) and the compute estimate takes the larger per buffer.
+    """
+    on: dict[int, set[str]] = {}
+    for name, buf in tensor_buffer.items():
+        layer = expert_layer(name)
+        if layer is not None:
+            on.setdefault(layer, set()).add(buf if buf in s.devices else HOST)
+    whole: dict[int, str] = {}
+    mixed: dict[int, str] = {}
+    for layer, bufs in sorted(on.items()):
+        gpus = sorted(bufs - {HOST})
+        if bufs == {HOST}:
+            continue
+        if len(bufs) == 1:
+            whole[layer] = gpus[0]
+        else:
+            mixed[layer] = experts.get(layer, gpus[0]) if experts.get(layer) in gpus else gpus[0]
+    if not mixed:
+        return (whole,)
+    return (whole, {**whole, **mixed})
+
+
 def _compute(
     s: Setting,
     buffer: str,
     output: str | None,
     layers: Mapping[int, str],
-    experts: Mapping[int, str],
+    views: tuple[Mapping[int, str], ...],
 ) -> tuple[int, Basis]:
-    """A measured compute buffer, else the runtime's estimate (its ``compute``)."""
+    """A measured compute buffer, else the runtime's estimate (its ``compute``): with
+    layers whose experts are split over devices, the larger of both readings, an
+    upper bound."""
     measured = s.measured.get(buffer, {}).get("compute")
     if measured is not None:
         return measured, "measured"
-    return s.rt.compute(s, buffer, output, layers, experts)
+    found = [s.rt.compute(s, buffer, output, layers, view) for view in views]
+    size, basis = max(found, key=lambda f: f[0])
+    if size and _takes_foreign_ops(s, buffer, layers):
+        hp = s.profile.hparams
+        # one layer's worth of its input, normed input and router (logits, probs,
+        # choice): the allocator reuses it from layer to layer
+        size += (2 * (hp.n_embd or 0) + 3 * (hp.n_expert or 0)) * s.kv.ubatch * 4
+        return size, "upper-bound" if basis != "measured" else basis
+    return size, "upper-bound" if len(views) > 1 and basis == "estimated" else basis
+
+
+def _takes_foreign_ops(s: Setting, buffer: str, layers: Mapping[int, str]) -> bool:
+    """Whether a user rule puts a layer's non-expert tensor (a norm, the router, a
+    shared expert) on ``buffer`` while the layer runs elsewhere: then ``buffer``'s
+    backend computes that op of the layer, which the runtimes' estimates do not
+    model term by term."""
+    if not s.user_pins:
+        return False
+    host = buffer not in s.devices
+    for name, target in s.user_pins.items():
+        if expert_layer(name) is not None or not name.startswith("blk."):
+            continue
+        layer = int(name.split(".")[1])
+        on = layers.get(layer, HOST)
+        if target == on:
+            continue
+        if (target == HOST and host and on != HOST) or target == buffer:
+            return True
+    return False

@@ -117,11 +117,34 @@ def expert_rule(layers: Iterable[int], target: str) -> Rule:
     return Rule(rf"^blk\.({alternation})\.ffn_({kinds})_exps\.weight$", target)
 
 
-def expert_rules(placement: Mapping[str, Iterable[int]]) -> tuple[Rule, ...]:
-    """Rules for every target with at least one layer, in target-name order."""
-    return tuple(
+def tensor_rule(layers: Iterable[int], kind: str, target: str) -> Rule:
+    """One anchored rule sending one kind of routed-expert tensor of ``layers`` to ``target``."""
+    return Rule(rf"^blk\.({number_alternation(layers)})\.ffn_{kind}_exps\.weight$", target)
+
+
+def expert_rules(
+    placement: Mapping[str, Iterable[int]], single: Mapping[str, Iterable[str]] | None = None
+) -> tuple[Rule, ...]:
+    """Rules for every target with at least one layer, in target-name order; then, per
+    target and tensor kind, one rule for the single expert tensors ``single`` sends
+    there (``blk.N.ffn_KIND_exps.weight`` names)."""
+    rules = [
         expert_rule(layers, target) for target, layers in sorted(placement.items()) if list(layers)
-    )
+    ]
+    for target, names in sorted((single or {}).items()):
+        kinds: dict[str, list[int]] = {}
+        for name in names:
+            m = _SINGLE.fullmatch(name)
+            if m is None:
+                raise ValueError(f"{name!r} is not a routed-expert tensor")
+            kinds.setdefault(m.group(2), []).append(int(m.group(1)))
+        for kind in EXPERT_KINDS:
+            if kind in kinds:
+                rules.append(tensor_rule(kinds[kind], kind, target))
+    return tuple(rules)
+
+
+_SINGLE = re.compile(r"blk\.(\d+)\.ffn_(up|gate|down|gate_up)_exps\.weight")
 
 
 def apply(rules: Sequence[Rule], names: Iterable[str]) -> dict[str, str | None]:

@@ -31,6 +31,11 @@ from layoutgen.runtimes.base import Runtime
 _EXPERT = re.compile(r"^blk\.(?P<layer>\d+)\.ffn_(?:up|gate|down|gate_up)_exps\.weight$")
 
 
+#: the target of a tensor pinned to host RAM (-ot PATTERN=CPU), whatever the
+#: runtime names the buffer it lands in
+HOST = "host"
+
+
 def expert_layer(name: str) -> int | None:
     """The layer of a routed-expert tensor (what ``--cpu-moe`` moves), else None."""
     m = _EXPERT.match(name)
@@ -112,6 +117,7 @@ def place_weights(
     output_device: str | None,
     expert_host: str | None = None,
     repacked: frozenset[str] = frozenset(),
+    pinned: Mapping[str, str] | None = None,
 ) -> Weights:
     """Assign each loaded tensor to a buffer.
 
@@ -120,14 +126,21 @@ def place_weights(
     layer -> device for its routed experts; absent expert layers go to
     ``expert_host`` (default ``host``).  ``output_device``: where output/norm
     tensors go (None: host).  ``repacked``: host tensors the CPU backend keeps in
-    ``CPU_REPACK`` instead (llama.cpp without a GPU's pinned buffer).
+    ``CPU_REPACK`` instead (llama.cpp without a GPU's pinned buffer).  ``pinned``:
+    tensor -> buffer for tensors an ``-ot`` rule moves one by one, whatever their
+    layer says; ``"host"`` is the buffer tensors overridden to the CPU land in
+    (``expert_host``).
     """
     expert_home = expert_host or host
     slots, skipped = _slots(profile, runtime)
     tensor_buffer: dict[str, str] = {}
     buffers: dict[str, int] = {}
+    pins = pinned or {}
     for name, nbytes, expert, layer in slots:
-        if expert is not None:
+        pin = pins.get(name)
+        if pin is not None:
+            buf = expert_home if pin == HOST else pin
+        elif expert is not None:
             buf = expert_device.get(expert, expert_home)
         elif layer is not None:
             buf = layer_device.get(layer, host)
@@ -140,6 +153,13 @@ def place_weights(
         tensor_buffer[name] = buf
         buffers[buf] = buffers.get(buf, 0) + nbytes
     return Weights(tensor_buffer, dict(sorted(buffers.items())), skipped)
+
+
+def tensor_slots(
+    profile: Profile, runtime: Runtime
+) -> tuple[tuple[str, int, int | None, int | None], ...]:
+    """Loaded tensors as (name, bytes, expert layer or None, layer or None), cached."""
+    return _slots(profile, runtime)[0]
 
 
 @functools.lru_cache(maxsize=64)

@@ -56,6 +56,12 @@ class ServicePlan:
     #: layer -> runtime buffer name of its attention/KV (the layer split).
     layer_buffer: dict[int, str]
     argv: tuple[str, ...] = ()
+    #: device id -> single expert tensors there, apart from their layer's other experts
+    expert_tensors: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the spec's tensor_overrides as (pattern, buffer or "host"), rendered first
+    tensor_overrides: tuple[tuple[str, str], ...] = ()
+    #: tensor -> buffer for every tensor not where its layer puts it (-ot, --cpu-moe)
+    moved: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,8 @@ def to_json(plan: Plan) -> str:
         "services": {
             s.name: {
                 "expert_layers": {dev: list(layers) for dev, layers in s.expert_layers.items()},
+                "expert_tensors": {dev: list(ts) for dev, ts in s.expert_tensors.items()},
+                "moved": dict(s.moved),
                 "layers": _layers_by_buffer(s.layer_buffer),
                 "buffers": {
                     name: {
@@ -179,6 +187,17 @@ def to_text(plan: Plan) -> str:
             )
         lines.append("")
     for sp in plan.services:
+        if sp.tensor_overrides:
+            lines.append(f"{sp.name}: tensor_overrides (first match wins)")
+            moved: dict[str, int] = {}
+            for buf in sp.moved.values():
+                moved[buf] = moved.get(buf, 0) + 1
+            for pattern, target in sp.tensor_overrides:
+                lines.append(f"  {pattern} -> {target}")
+            lines.append(
+                "  tensors moved: " + ", ".join(f"{n} to {b}" for b, n in sorted(moved.items()))
+            )
+            lines.append("")
         if not sp.expert_layers:
             continue
         lines.append(f"{sp.name}: expert layers")
@@ -187,6 +206,8 @@ def to_text(plan: Plan) -> str:
             lines.append(
                 f"  {where:<9} {len(layers):>3}  {format_layers(layers, sep='-', join=', ')}"
             )
+        for dev_id, names in sp.expert_tensors.items():
+            lines.append(f"  {dev_id:<9} {len(names):>3}  single tensors: {', '.join(names)}")
         lines.append("")
     for rid, r in plan.runtimes.items():
         rules = (

@@ -19,7 +19,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from layoutgen.errors import LayoutgenError, Problem, Severity
 from layoutgen.models.profile import Profile
 from layoutgen.render.argv import server_argv
-from layoutgen.solve.footprint import Setting, buffers, expert_bytes, layer_split, setting
+from layoutgen.solve.footprint import (
+    Setting,
+    buffers,
+    expert_bytes,
+    expert_tensors,
+    layer_split,
+    moved_tensors,
+    setting,
+)
 from layoutgen.solve.plan import PARTS, DevicePlan, Part, Plan, ServicePlan
 from layoutgen.spec.checks import conflicting
 from layoutgen.spec.roles import ResolvedService
@@ -159,14 +167,13 @@ def solve(
     # Every service's fixed part first -- for auto services, all experts on the
     # host -- so that filling one auto service never starves another's base.
     for n in order:
-        placed[n] = _service_plan(
-            settings[n], splits[n], _fixed_experts(by_name[n], settings[n], splits[n])
-        )
+        experts, tensors = _fixed_experts(by_name[n], settings[n], splits[n])
+        placed[n] = _service_plan(settings[n], splits[n], experts, tensors)
     for n in order:
         rs = by_name[n]
         if isinstance(rs.experts, ExpertsAuto):
-            experts = _fill(rs, settings[n], splits[n], placed, worlds, capacity, reserve)
-            placed[n] = _service_plan(settings[n], splits[n], experts)
+            experts, tensors = _fill(rs, settings[n], splits[n], placed, worlds, capacity, reserve)
+            placed[n] = _service_plan(settings[n], splits[n], experts, tensors)
     problems = _fit(spec, placed, worlds, order)
     if any(p.severity is Severity.ERROR for p in problems):
         raise DoesNotFit(problems)
@@ -181,18 +188,23 @@ def solve(
     return Plan(name, spec.host.name, devices, services_sorted, warnings, tuple(order), assumed)
 
 
-def _fixed_experts(rs: ResolvedService, s: Setting, layers: Mapping[int, str]) -> dict[int, str]:
-    """Expert layer -> CUDA buffer for every mode but auto (absent: host)."""
+def _fixed_experts(
+    rs: ResolvedService, s: Setting, layers: Mapping[int, str]
+) -> tuple[dict[int, str], dict[str, str]]:
+    """Expert layer -> GPU buffer, and single expert tensor -> GPU buffer, for every
+    mode but auto (absent: host)."""
     expert_layers = sorted(expert_bytes(s.profile, s.rt))
     mode = rs.experts
     if isinstance(mode, ExpertsGpu):
-        return {n: layers[n] for n in expert_layers if n in layers}
+        return {n: layers[n] for n in expert_layers if n in layers}, {}
     if isinstance(mode, ExpertsNCpuMoe):
         host = s.rt.n_cpu_moe_host(s, layers, expert_layers, mode.n)
-        return {n: layers[n] for n in expert_layers if n not in host and n in layers}
+        return {n: layers[n] for n in expert_layers if n not in host and n in layers}, {}
     if isinstance(mode, ExpertsExplicit):
-        return {n: s.buffer_of(g) for g, ns in mode.layers.items() for n in ns}
-    return {}  # host, and the starting point of auto
+        whole = {n: s.buffer_of(g) for g, ns in mode.layers.items() for n in ns}
+        single = {t: s.buffer_of(g) for g, ts in mode.tensors.items() for t in ts}
+        return whole, single
+    return {}, {}  # host, and the starting point of auto
 
 
 def _used_beside(
@@ -221,43 +233,122 @@ def _fill(
     worlds: Sequence[frozenset[str]],
     capacity: Mapping[str, int],
     reserve: Mapping[str, int],
-) -> dict[int, str]:
+) -> tuple[dict[int, str], dict[str, str]]:
+    """Whole expert layers hottest first, then single tensors of the next hottest
+    layers into what is left (as llama.cpp's ``--fit`` does), each preferring the
+    GPU that holds the layer's attention."""
     assert isinstance(rs.experts, ExpertsAuto)
-    sizes = expert_bytes(s.profile, s.rt)
+    units = expert_tensors(s)
+    sizes = {layer: sum(b for _, b in ts) for layer, ts in units.items()}
     beside = _used_beside(rs.name, placed, worlds)
     base = buffers(s, layers, {})
-    free = {s.buffer_of(g): capacity[g] - reserve[g] - beside.get(g, 0) for g in s.gpus}
+    room = {s.buffer_of(g): capacity[g] - reserve[g] - beside.get(g, 0) for g in s.gpus}
+    free = dict(room)
     for buf, part in base.items():
         if buf in free:
             free[buf] -= part.total
     limit = rs.experts.max_layers if rs.experts.max_layers is not None else len(sizes)
     chosen: dict[int, str] = {}
-    for layer in heat_order(list(sizes), rs.experts.policy):
-        if len(chosen) >= limit:
-            break
+    hot = heat_order(list(sizes), rs.experts.policy)
+
+    def where(layer: int, nbytes: int) -> str | None:
         home = layers.get(layer)
         others = sorted((b for b in free if b != home), key=lambda b: (-free[b], b))
-        for buf in ([home] if home in free else []) + others:
-            if free[buf] >= sizes[layer]:
-                chosen[layer] = buf
-                free[buf] -= sizes[layer]
+        return next((b for b in [home, *others] if b in free and free[b] >= nbytes), None)
+
+    for layer in hot:
+        if len(chosen) >= limit:
+            break
+        target = where(layer, sizes[layer])
+        if target is not None:
+            chosen[layer] = target
+            free[target] -= sizes[layer]
+    single: dict[str, str] = {}
+    touched: set[int] = set()
+    for layer in hot:
+        if layer in chosen:
+            continue
+        for names, nbytes in _pieces(s, units[layer]):
+            if len(chosen) + len(touched - {layer}) >= limit:
                 break
-    return chosen
+            target = where(layer, nbytes)
+            if target is not None:
+                single.update(dict.fromkeys(names, target))
+                free[target] -= nbytes
+                touched.add(layer)
+    return chosen, _settle(s, layers, chosen, single, room)
 
 
-def _service_plan(s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]) -> ServicePlan:
-    bufs = buffers(s, layers, experts)
+def _pieces(s: Setting, tensors: Sequence[tuple[str, int]]) -> list[tuple[tuple[str, ...], int]]:
+    """A layer's expert tensors as the pieces that may move alone, largest first:
+    each tensor, but those one op reads together (Runtime.EXPERT_GROUPS) as one."""
+    groups: dict[object, list[tuple[str, int]]] = {}
+    for name, nbytes in tensors:
+        kind = name.split(".")[2].removeprefix("ffn_").removesuffix("_exps")
+        key = next((g for g in s.rt.EXPERT_GROUPS if kind in g), name)
+        groups.setdefault(key, []).append((name, nbytes))
+    pieces = [(tuple(n for n, _ in ts), sum(b for _, b in ts)) for ts in groups.values()]
+    return sorted(pieces, key=lambda p: (-p[1], p[0]))
+
+
+def _settle(
+    s: Setting,
+    layers: Mapping[int, str],
+    chosen: Mapping[int, str],
+    single: dict[str, str],
+    room: Mapping[str, int],
+) -> dict[str, str]:
+    """Single tensors, less the last ones placed on a GPU while the whole service's
+    buffers there (compute grows when a layer's experts split) exceed its room."""
+    while single:
+        use = buffers(s, layers, chosen, single)
+        over = {b for b in room if b in use and use[b].total > room[b]}
+        last = next((t for t in reversed(list(single)) if single[t] in over), None)
+        if last is None:
+            break  # what is over does not hold single tensors: _fit reports it
+        for name in _partners(s, last, single):
+            del single[name]
+    return single
+
+
+def _partners(s: Setting, name: str, single: Mapping[str, str]) -> list[str]:
+    """``name`` and the tensors of its layer that must move with it (EXPERT_GROUPS)."""
+    prefix, kind = name.rsplit(".ffn_", 1)
+    kind = kind.removesuffix("_exps.weight")
+    group = next((g for g in s.rt.EXPERT_GROUPS if kind in g), frozenset({kind}))
+    return [n for k in sorted(group) if (n := f"{prefix}.ffn_{k}_exps.weight") in single]
+
+
+def _service_plan(
+    s: Setting,
+    layers: Mapping[int, str],
+    experts: Mapping[int, str],
+    tensors: Mapping[str, str] | None = None,
+) -> ServicePlan:
+    bufs = buffers(s, layers, experts, tensors)
+    single = dict(tensors or {})
     by_device: dict[str, list[int]] = {}
-    for layer in sorted(expert_bytes(s.profile, s.rt)):
+    for layer in sorted(expert_tensors(s)):
         buf = experts.get(layer)
         by_device.setdefault(s.device_of(buf) if buf else "host", []).append(layer)
+    singles: dict[str, list[str]] = {}
+    for name, buf in single.items():
+        singles.setdefault(s.device_of(buf), []).append(name)
     return ServicePlan(
         name=s.name,
         buffers=bufs,
         device_of={b: s.device_of(b) for b in bufs},
         expert_layers={d: tuple(v) for d, v in sorted(by_device.items())},
         layer_buffer=dict(sorted(layers.items())),
+        expert_tensors={d: tuple(sorted(v, key=_tensor_key)) for d, v in sorted(singles.items())},
+        tensor_overrides=tuple(s.user_rules),
+        moved=moved_tensors(s, layers, experts, tensors),
     )
+
+
+def _tensor_key(name: str) -> tuple[int, str]:
+    parts = name.split(".")
+    return (int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else -1, name)
 
 
 def _device_use(plans: Iterable[ServicePlan]) -> dict[str, list[tuple[str, str, str, int]]]:

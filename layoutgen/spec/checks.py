@@ -45,9 +45,13 @@ OWNED: tuple[Owned, ...] = (
     Owned(("-ctv", "--cache-type-v"), "use 'cache_type_v:'"),
     Owned(
         ("-ngl", "--gpu-layers", "--n-gpu-layers"),
-        "use 'gpus:' and 'experts:' (layoutgen computes -ngl from the plan)",
+        "use 'gpus:' and 'gpu_layers:' (layoutgen computes -ngl from the plan)",
     ),
-    Owned(("-ot", "--override-tensor"), "use 'experts:' (layoutgen writes the -ot rules)"),
+    Owned(
+        ("-ot", "--override-tensor"),
+        "use 'experts:', or 'tensor_overrides: [{pattern: REGEX, device: host|GPU id}]' "
+        "for rules of your own (the plan must know where each tensor goes)",
+    ),
     Owned(("-cmoe", "--cpu-moe"), "use 'experts: host'"),
     Owned(("-ncmoe", "--n-cpu-moe"), "use 'experts: {mode: n-cpu-moe, n: N}'"),
     Owned(("-b", "--batch-size"), "use 'batch:'"),
@@ -88,7 +92,29 @@ def check(spec: Spec, services: tuple[ResolvedService, ...]) -> list[Problem]:
         *_unspeakable(spec, services),
         *_gpu_layers(spec, services),
         *_tensor_split(services),
+        *_tensor_overrides(spec, services),
     ]
+
+
+def _tensor_overrides(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
+    """Each rule's device is the host or one of the service's GPUs, on a runtime that
+    layoutgen plans (the profile checks, later, that each rule matches a tensor)."""
+    for rs in services:
+        rules = rs.service.tensor_overrides
+        runtime = spec.runtimes.get(rs.service.runtime)
+        if rules and runtime is not None and not runtime.rules().PLANNABLE:
+            yield Problem(
+                ("services", rs.name, "tensor_overrides"),
+                f"services.{rs.name}.tensor_overrides: {runtime.kind} has no -ot; remove them",
+            )
+        for i, rule in enumerate(rules):
+            if rule.device != "host" and rule.device not in rs.gpus:
+                yield Problem(
+                    ("services", rs.name, "tensor_overrides", i, "device"),
+                    f"services.{rs.name}.tensor_overrides[{i}].device: {rule.device!r} is "
+                    f"neither 'host' nor one of this service's GPUs "
+                    f"({', '.join(rs.gpus) or 'none'})",
+                )
 
 
 def _tensor_split(services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
@@ -438,6 +464,32 @@ def _experts(services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
                         f"{owner[layer]!r}; a layer's experts go to one GPU",
                     )
                 owner.setdefault(layer, gpu)
+        for gpu in experts.tensors:
+            if gpu not in rs.gpus:
+                yield Problem(
+                    (*base, "experts", "tensors", gpu),
+                    f"services.{name}.experts.tensors.{gpu}: GPU {gpu!r} is not one of this "
+                    f"service's GPUs ({', '.join(rs.gpus) or 'none'})",
+                    at_key=True,
+                )
+        seen: dict[str, str] = {}
+        for gpu, names in experts.tensors.items():
+            for tensor in names:
+                layer = int(tensor.split(".")[1])
+                if layer in owner:
+                    yield Problem(
+                        (*base, "experts", "tensors", gpu),
+                        f"services.{name}.experts.tensors.{gpu}: {tensor} is in layer {layer}, "
+                        f"whose experts 'layers' already puts on {owner[layer]!r}; list the "
+                        "layer or its tensors, not both",
+                    )
+                elif tensor in seen and seen[tensor] != gpu:
+                    yield Problem(
+                        (*base, "experts", "tensors", gpu),
+                        f"services.{name}.experts.tensors.{gpu}: {tensor} is also placed on "
+                        f"{seen[tensor]!r}; a tensor lives on one GPU",
+                    )
+                seen.setdefault(tensor, gpu)
 
 
 def _api_keys(spec: Spec) -> Iterator[Problem]:

@@ -391,13 +391,41 @@ class ExpertsNCpuMoe(Strict):
     )
 
 
+#: one routed-expert tensor by its GGUF name (``.weight`` optional)
+EXPERT_TENSOR = re.compile(r"blk\.(\d{1,4})\.ffn_(up|gate|down|gate_up)_exps(\.weight)?")
+
+
+def _expert_tensor(value: str) -> str:
+    m = EXPERT_TENSOR.fullmatch(value)
+    if m is None:
+        raise ValueError(
+            f"{literals.clip(value)} is not a routed-expert tensor: write its name as in the "
+            "GGUF, e.g. 'blk.12.ffn_down_exps' (kinds: up, gate, down, gate_up)"
+        )
+    return value if value.endswith(".weight") else value + ".weight"
+
+
+ExpertTensor = Annotated[str, AfterValidator(_expert_tensor)]
+
+
 class ExpertsExplicit(Strict):
-    """Expert layers pinned per GPU id; every other expert layer stays in host RAM."""
+    """Expert layers (or single expert tensors) pinned per GPU id; every other expert
+    tensor stays in host RAM."""
 
     mode: Literal["explicit"] = "explicit"
     layers: dict[Ident, LayerList] = Field(
-        description="GPU id → expert layers, e.g. {gpu0: [3-10, 20, 30]}"
+        default_factory=dict, description="GPU id → expert layers, e.g. {gpu0: [3-10, 20, 30]}"
     )
+    tensors: dict[Ident, tuple[ExpertTensor, ...]] = Field(
+        default_factory=dict,
+        description="GPU id → single expert tensors, e.g. {gpu1: [blk.11.ffn_down_exps]}",
+    )
+
+    @model_validator(mode="after")
+    def _something(self) -> ExpertsExplicit:
+        if not self.layers and not self.tensors:
+            raise ValueError("give 'layers' or 'tensors' (GPU id → what it holds)")
+        return self
 
 
 def _experts_shorthand(value: object) -> object:
@@ -415,6 +443,39 @@ Experts = Annotated[
 ]
 
 EXPERT_MODES = ("auto", "host", "gpu", "n-cpu-moe", "explicit")
+
+
+# ------------------------------------------------------------ tensor overrides
+
+
+def _override_pattern(value: str) -> str:
+    """An ``-ot`` pattern: a regex llama.cpp can take in one ``PATTERN=BUFFER`` word."""
+    for ch, why in ((",", "separates rules"), ("=", "separates the pattern from the buffer")):
+        if ch in value:
+            raise ValueError(
+                f"pattern {literals.clip(value)} contains {ch!r}, which in an -ot value {why}; "
+                "rewrite it without (a{1,3} as (a|aa|aaa), or use a character class)"
+            )
+    if not value:
+        raise ValueError("an empty pattern matches every tensor; name the tensors to move")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"pattern {literals.clip(value)} is not a regex: {exc}") from None
+    return value
+
+
+class TensorOverride(Strict):
+    """One ``-ot PATTERN=BUFFER`` rule: tensors whose name the regex is found in go to
+    ``device``; the first rule that matches wins, as in the runtime."""
+
+    pattern: Annotated[str, AfterValidator(literals.text), AfterValidator(_override_pattern)] = (
+        Field(
+            max_length=1024,
+            description=r"a regex searched in each tensor name, e.g. 'blk\.1[2-9]\.ffn_.*'",
+        )
+    )
+    device: Ident = Field(description="'host' (host RAM, the CPU buffer) or one of the GPU ids")
 
 
 # ----------------------------------------------------------------- services
@@ -496,6 +557,14 @@ class Service(Strict):
                 "e.g. {gpu0: 17, gpu1: 12}; default: each GPU's usable VRAM"
             ),
         )
+    )
+    tensor_overrides: tuple[TensorOverride, ...] = Field(
+        default=(),
+        max_length=256,
+        description=(
+            "-ot rules written by hand, before layoutgen's own expert rules: "
+            "[{pattern: REGEX, device: host|GPU id}], first match wins"
+        ),
     )
     gpu_layers: int | None = Field(
         default=None,

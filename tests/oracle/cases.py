@@ -41,6 +41,7 @@ class Case:
     mlock: bool = False
     gpu_layers: int | None = None  # -ngl N: the first layers on the CPU
     tensor_split: str | None = None  # the spec's tensor_split, as YAML flow
+    tensor_overrides: str | None = None  # the spec's tensor_overrides, as YAML flow
 
 
 #: host weights in a plain CPU buffer instead of a mapping of the file (whose
@@ -81,6 +82,26 @@ CASES = (
     Case("qwen3moe-ts-1-3.5", "qwen3moe", "gpu", tensor_split="{rpc0: 1, rpc1: 3.5}", args=NO_MMAP),
     # -c 0: the model's trained context (4096 here), from the profile
     Case("llama-2rpc-ctx0-np2", "llama", "gpu", ctx=0, parallel=2, args=NO_MMAP),
+    # -ot rules of the user's own, first match wins: layers 1-2's whole FFN (norm,
+    # router, experts) to the host, one down tensor across to the other device
+    Case(
+        "qwen3moe-user-ot",
+        "qwen3moe",
+        "gpu",
+        tensor_overrides=(
+            r"[{pattern: 'blk\.(1|2)\.ffn', device: host}, "
+            r"{pattern: 'blk\.6\.ffn_down_exps', device: rpc0}]"
+        ),
+        args=NO_MMAP,
+    ),
+    # single expert tensors: one layer's down on one device, another's up+gate on the other
+    Case(
+        "qwen3moe-explicit-tensors",
+        "qwen3moe",
+        "{mode: explicit, tensors: {rpc0: [blk.6.ffn_down_exps], "
+        "rpc1: [blk.1.ffn_gate_exps, blk.1.ffn_up_exps]}}",
+        args=NO_MMAP,
+    ),
     Case("deepseek2-resident", "deepseek2", "gpu"),
     Case(
         "deepseek2-cpu-moe-q8",
@@ -128,6 +149,8 @@ def layout_text(
         args += f"\n    gpu_layers: {case.gpu_layers}"
     if case.tensor_split is not None:
         args += f"\n    tensor_split: {case.tensor_split}"
+    if case.tensor_overrides is not None:
+        args += f"\n    tensor_overrides: {case.tensor_overrides}"
     return f"""\
 host:
 {host}

@@ -158,6 +158,9 @@ class IkLlamaCpp(Runtime):
     FLAT_V: ClassVar[bool] = True
     PACKED_STATE: ClassVar[bool] = True
     MLA_LEVELS: ClassVar[bool] = True
+    #: ggml_moe_up_gate reads ffn_up_exps and ffn_gate_exps in one op
+    #: (llm_build_moe_ffn, with -fmoe: on by default), wherever each lies
+    EXPERT_GROUPS = (frozenset({"up", "gate"}),)
     #: lines only ik prints: llama_init_from_model's own context options ("attn_max_b",
     #: "fused_moe"; seed 001), and its CUDA backend's pinned-memory line
     LOG_MARKERS: ClassVar[tuple[tuple[str, re.Pattern[str]], ...]] = (

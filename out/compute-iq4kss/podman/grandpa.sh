@@ -33,6 +33,8 @@ exec podman run \
   -fa on \
   -ot '^blk\.([3-8]|21|40)\.ffn_(up|gate|down|gate_up)_exps\.weight$=CUDA0' \
   -ot '^blk\.(9|59|7[2-7])\.ffn_(up|gate|down|gate_up)_exps\.weight$=CUDA1' \
+  -ot '^blk\.(10)\.ffn_down_exps\.weight$=CUDA0' \
+  -ot '^blk\.(71)\.ffn_down_exps\.weight$=CUDA1' \
   --cpu-moe \
   --reasoning-budget 0 \
   --host 0.0.0.0 \

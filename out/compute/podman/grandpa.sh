@@ -34,6 +34,9 @@ exec podman run \
   -fa on \
   -ot '^blk\.([3-7]|21|40)\.ffn_(up|gate|down|gate_up)_exps\.weight$=CUDA0' \
   -ot '^blk\.(8|7[2-7])\.ffn_(up|gate|down|gate_up)_exps\.weight$=CUDA1' \
+  -ot '^blk\.(59)\.ffn_down_exps\.weight$=CUDA0' \
+  -ot '^blk\.(59)\.ffn_up_exps\.weight$=CUDA1' \
+  -ot '^blk\.(59)\.ffn_gate_exps\.weight$=CUDA1' \
   --cpu-moe \
   --reasoning-budget 0 \
   --host 0.0.0.0 \

@@ -1,0 +1,245 @@
+"""Placement at tensor granularity (issue 14): single expert tensors, user -ot rules.
+
+The runtimes read ``-ot`` by regex search, first match wins; each test reads
+the rendered argv that way (tests/test_argv.py's reader, independent of the
+solver) or checks the solver's own account against the profile's tensors.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from test_argv import _rules
+
+from layoutgen.errors import Diagnostic
+from layoutgen.solve.override import apply, expert_rules
+from layoutgen.solve.placement import expert_layer, loaded
+from layoutgen.spec.validate import validate_file, validate_files
+
+from conftest import ROOT
+from specs import PROFILE
+
+SEED_001 = ROOT / "layouts" / "familiar-final.yaml"
+
+SPEC = f"""\
+host:
+  name: t
+  cpu: {{cores: 8, threads: 16}}
+  ram: 256GiB
+  ram_reserve: 8GiB
+  gpus:
+    - {{id: gpu0, index: 0, vram: 24GiB, reserve: 512MiB}}
+    - {{id: gpu1, index: 1, vram: 24GiB, reserve: 512MiB}}
+models:
+  q: {{path: /m/q.gguf, profile: {PROFILE}}}
+runtimes:
+  llama: {{kind: llama.cpp, image: "ghcr.io/ggml-org/llama.cpp:server-cuda-b6123", version: b6123}}
+  ik: {{kind: ik_llama.cpp, image: "registry.home.arpa/ik_llama.cpp:4357", version: "4357"}}
+services:
+  w:
+    model: q
+    runtime: RUNTIME
+    role: worker
+    port: 8080
+    ctx: 32768
+    gpus: [gpu0, gpu1]
+"""
+
+
+def _spec(tmp_path: Path, service: str, runtime: str = "llama") -> Path:
+    path = tmp_path / "spec.yaml"
+    path.write_text(SPEC.replace("RUNTIME", runtime) + service)
+    return path
+
+
+def _diagnostics(path: Path) -> tuple[Diagnostic, ...]:
+    (result,) = validate_files([(path, str(path))])
+    return result.diagnostics
+
+
+def _messages(path: Path) -> list[str]:
+    return [d.message for d in _diagnostics(path)]
+
+
+def test_seed_001_auto_uses_the_vram_whole_layers_leave() -> None:
+    """The final seed 001 layout left 2,273 and 2,721 MiB free with whole layers
+    (4,088 MiB each); now single tensors fill that, until no GPU has room for the
+    next piece of any host-resident expert layer."""
+    v = validate_file(SEED_001)
+    sp = v.plan.service("grandpa")
+    rs = next(r for r in v.services if r.name == "grandpa")
+    rt = v.spec.runtimes[rs.service.runtime].rules()
+    profile = v.profiles[rs.service.model]
+    singles = [t for ts in sp.expert_tensors.values() for t in ts]
+    assert singles, "no single expert tensor placed"
+    on_gpu = set(singles)
+    sizes = {t.name: t.nbytes for t in loaded(profile, rt)}
+    pieces: list[int] = []
+    for layer in sp.expert_layers.get("host", ()):
+        names = [f"blk.{layer}.ffn_{k}_exps.weight" for k in ("gate", "up", "down")]
+        left = [n for n in names if n not in on_gpu and n in sizes]
+        # ik_llama.cpp reads up and gate in one op: they move together
+        upgate = sum(sizes[n] for n in left if "_down_" not in n)
+        down = sum(sizes[n] for n in left if "_down_" in n)
+        pieces += [p for p in (upgate, down) if p]
+    smallest = min(pieces)
+    for gpu in rs.gpus:
+        assert v.plan.device(gpu).free < smallest, gpu
+    # ...and ik's up and gate of a layer never sit apart
+    for name in singles:
+        if "_gate_exps" in name:
+            partner = name.replace("_gate_exps", "_up_exps")
+            dev = next(d for d, ts in sp.expert_tensors.items() if name in ts)
+            assert partner in sp.expert_tensors[dev]
+
+
+def test_single_tensor_rules_are_one_per_device_and_kind() -> None:
+    rules = expert_rules(
+        {"CUDA0": [3, 4, 5]},
+        {"CUDA1": ["blk.7.ffn_down_exps.weight", "blk.9.ffn_down_exps.weight"]},
+    )
+    assert [r.target for r in rules] == ["CUDA0", "CUDA1"]
+    names = [f"blk.{n}.ffn_{k}_exps.weight" for n in range(12) for k in ("up", "gate", "down")]
+    got = apply(rules, names)
+    assert {n for n, t in got.items() if t == "CUDA1"} == {
+        "blk.7.ffn_down_exps.weight",
+        "blk.9.ffn_down_exps.weight",
+    }
+    assert {n for n, t in got.items() if t == "CUDA0"} == {
+        f"blk.{n}.ffn_{k}_exps.weight" for n in (3, 4, 5) for k in ("up", "gate", "down")
+    }
+
+
+def test_user_rules_come_first_and_the_plan_follows_them(tmp_path: Path) -> None:
+    path = _spec(
+        tmp_path,
+        "    experts: gpu\n"
+        "    tensor_overrides:\n"
+        "      - {pattern: 'blk\\.(1[2-9])\\.ffn_', device: host}\n"
+        "      - {pattern: 'blk\\.30\\.ffn_down_exps', device: gpu0}\n",
+    )
+    v = validate_file(path)
+    assert v.plan is not None, [d.message for d in v.diagnostics]
+    sp = v.plan.service("w")
+    rs = v.services[0]
+    profile = v.profiles["q"]
+    rt = v.spec.runtimes["llama"].rules()
+    names = [t.name for t in loaded(profile, rt)]
+    got = apply(_rules(sp.argv), names)
+    # the argv's first rules are the user's, as written
+    ot = [sp.argv[i + 1] for i, a in enumerate(sp.argv) if a == "-ot"]
+    assert ot[:2] == ["blk\\.(1[2-9])\\.ffn_=CPU", "blk\\.30\\.ffn_down_exps=CUDA0"]
+    # every tensor of layers 12-19's FFN (norms, router, shared and routed experts)
+    # goes to the host, and nothing else does
+    ffn = re.compile(r"^blk\.(1[2-9])\.ffn_")
+    assert {n for n, t in got.items() if t == "CPU"} == {n for n in names if ffn.search(n)}
+    assert {n for n, b in sp.moved.items() if b in ("CPU", "CPU_Mapped")} == {
+        n for n in names if ffn.search(n)
+    }
+    # layer 30 sits on the second GPU; its down experts were moved to the first
+    assert sp.layer_buffer[30] == "CUDA1"
+    assert sp.moved["blk.30.ffn_down_exps.weight"] == "CUDA0"
+    assert got["blk.30.ffn_down_exps.weight"] == "CUDA0"
+    # the host buffer holds exactly the moved bytes (mapped weights: token_embd too)
+    moved_bytes = sum(t.nbytes for t in loaded(profile, rt) if ffn.search(t.name))
+    embd = next(t.nbytes for t in loaded(profile, rt) if t.name == "token_embd.weight")
+    assert sp.buffers["CPU_Mapped"].weights == moved_bytes + embd
+    assert rs.gpus == ("gpu0", "gpu1")
+
+
+@pytest.mark.parametrize(
+    ("rule", "fragment"),
+    [
+        ("{pattern: 'no_such_tensor', device: host}", "matches none of the"),
+        ("{pattern: 'blk', device: gpu7}", "'gpu7' is neither 'host' nor one of"),
+    ],
+)
+def test_bad_rules_are_refused_with_their_place(tmp_path: Path, rule: str, fragment: str) -> None:
+    path = _spec(tmp_path, f"    experts: gpu\n    tensor_overrides:\n      - {rule}\n")
+    (diag,) = [d for d in _diagnostics(path) if fragment in d.message]
+    assert diag.line == 24 and diag.severity == "error"  # the rule's line
+
+
+@pytest.mark.parametrize(
+    ("pattern", "fragment"),
+    [
+        ("'a,b'", "contains ','"),
+        ("'a=b'", "contains '='"),
+        ("'(unclosed'", "is not a regex"),
+        ("''", "empty pattern"),
+    ],
+)
+def test_patterns_the_runtime_cannot_take_are_refused(
+    tmp_path: Path, pattern: str, fragment: str
+) -> None:
+    path = _spec(tmp_path, f"    tensor_overrides: [{{pattern: {pattern}, device: host}}]\n")
+    messages = _messages(path)
+    assert any(fragment in m for m in messages), messages
+
+
+def test_a_rule_shadowed_by_an_earlier_one_is_a_warning(tmp_path: Path) -> None:
+    path = _spec(
+        tmp_path,
+        "    tensor_overrides:\n"
+        "      - {pattern: 'blk\\.1[2-9]\\.ffn', device: host}\n"
+        "      - {pattern: 'blk\\.13\\.ffn_up', device: gpu0}\n",
+    )
+    v = validate_file(path)
+    assert v.plan is not None
+    (warning,) = [d for d in v.warnings if "taken by an earlier rule" in d.message]
+    assert warning.severity == "warning" and warning.line == 24
+
+
+def test_explicit_single_tensors_land_where_named(tmp_path: Path) -> None:
+    path = _spec(
+        tmp_path,
+        "    experts:\n"
+        "      mode: explicit\n"
+        "      layers: {gpu0: [0-3]}\n"
+        "      tensors: {gpu1: [blk.5.ffn_down_exps, blk.6.ffn_up_exps.weight]}\n",
+    )
+    v = validate_file(path)
+    assert v.plan is not None, [d.message for d in v.diagnostics]
+    sp = v.plan.service("w")
+    assert sp.expert_tensors == {"gpu1": ("blk.5.ffn_down_exps.weight", "blk.6.ffn_up_exps.weight")}
+    profile, rt = v.profiles["q"], v.spec.runtimes["llama"].rules()
+    names = [t.name for t in loaded(profile, rt) if expert_layer(t.name) is not None]
+    got = apply(_rules(sp.argv), names)
+    for name, target in got.items():
+        layer = expert_layer(name)
+        assert layer is not None
+        where = target or sp.layer_buffer[layer]  # no rule: with its layer
+        if name in ("blk.5.ffn_down_exps.weight", "blk.6.ffn_up_exps.weight"):
+            assert where == "CUDA1", name
+        elif layer <= 3:
+            assert where == "CUDA0", name
+        else:
+            assert where == "CPU", name
+
+
+def test_ik_keeps_up_and_gate_together(tmp_path: Path) -> None:
+    path = _spec(
+        tmp_path,
+        "    experts: {mode: explicit, tensors: {gpu1: [blk.6.ffn_up_exps]}}\n",
+        runtime="ik",
+    )
+    messages = _messages(path)
+    assert any(
+        "blk.6.ffn_up_exps.weight without blk.6.ffn_gate_exps.weight" in m for m in messages
+    ), messages
+
+
+def test_a_tensor_and_its_layer_cannot_both_be_named(tmp_path: Path) -> None:
+    path = _spec(
+        tmp_path,
+        "    experts:\n"
+        "      {mode: explicit, layers: {gpu0: [5]}, tensors: {gpu1: [blk.5.ffn_down_exps]}}\n",
+    )
+    assert any("list the layer or its tensors, not both" in m for m in _messages(path))
+
+
+def test_not_an_expert_tensor_is_refused(tmp_path: Path) -> None:
+    path = _spec(tmp_path, "    experts: {mode: explicit, tensors: {gpu1: [blk.5.attn_q]}}\n")
+    assert any("is not a routed-expert tensor" in m for m in _messages(path))
