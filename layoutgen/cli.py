@@ -375,6 +375,83 @@ def calibrate(
     raise typer.Exit(0)
 
 
+#: the most of a pasted command line or unit file import reads
+MAX_IMPORT_BYTES = 1 << 20
+
+
+@app.command("import")
+def import_(
+    source: Annotated[
+        str,
+        typer.Argument(
+            help="a file with a llama-server command line, a podman run line, a quadlet "
+            ".container or a systemd .service; - for stdin",
+            metavar="FILE",
+        ),
+    ],
+    spec: Annotated[
+        Path | None,
+        typer.Option("--spec", help="name GPUs by this spec's host.gpus (CUDA order)"),
+    ] = None,
+    name: Annotated[str | None, typer.Option("--name", help="the service's name")] = None,
+    fmt: Annotated[
+        Format, typer.Option("--format", help="gcc: path:line:col lines; github: annotations")
+    ] = Format.gcc,
+) -> None:
+    """Write the spec service that reproduces a working command line (YAML on stdout)."""
+    from layoutgen.errors import LayoutgenError
+    from layoutgen.importer import import_text
+
+    ids: list[str] | None = None
+    if spec is not None:
+        ids = _gpu_ids(spec)
+    label = "<stdin>" if source == "-" else source
+    try:
+        if source == "-":
+            raw = sys.stdin.buffer.read(MAX_IMPORT_BYTES + 1)
+        else:
+            with open(source, "rb") as fh:
+                raw = fh.read(MAX_IMPORT_BYTES + 1)
+    except OSError as exc:
+        print(f"error: {label}: cannot read: {exc.strerror}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    if len(raw) > MAX_IMPORT_BYTES:
+        print(
+            f"error: {label}: more than {MAX_IMPORT_BYTES} bytes; not a command line",
+            file=sys.stderr,
+        )
+        raise typer.Exit(1)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        print(f"error: {label}: not UTF-8 (byte {exc.start})", file=sys.stderr)
+        raise typer.Exit(1) from None
+    try:
+        imported = import_text(text, label, gpu_ids=ids, name=name)
+    except LayoutgenError as exc:
+        for diag in getattr(exc, "diagnostics", []) or []:
+            print(diag.github() if fmt is Format.github else diag.gcc(), file=sys.stderr)
+        if not getattr(exc, "diagnostics", None):
+            print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    for diag in imported.warnings:
+        print(diag.github() if fmt is Format.github else diag.gcc(), file=sys.stderr)
+    sys.stdout.write(imported.yaml)
+
+
+def _gpu_ids(spec: Path) -> list[str]:
+    """The spec's local GPU ids in CUDA order (NVML index), for ``import --spec``."""
+    from layoutgen.spec.validate import validate_files
+
+    (result,) = validate_files([(spec, str(spec))])
+    if result.validated is None:
+        for diag in result.diagnostics:
+            print(diag.gcc(), file=sys.stderr)
+        raise typer.Exit(1)
+    gpus = [g for g in result.validated.spec.host.gpus if g.rpc is None]
+    return [g.id for g in sorted(gpus, key=lambda g: g.index or 0)]
+
+
 @app.command()
 def schema() -> None:
     """Print the JSON Schema of the spec (for editors and yaml-language-server)."""

@@ -18,7 +18,7 @@ from layoutgen.models.tensors import format_layers
 from layoutgen.render.argv import flash_attn, flash_attn_arg
 from layoutgen.runtimes.base import Runtime
 from layoutgen.spec.roles import ResolvedService
-from layoutgen.spec.schema import ExpertsExplicit, ExpertsNCpuMoe, Spec
+from layoutgen.spec.schema import ExpertsAuto, ExpertsExplicit, ExpertsNCpuMoe, Spec
 
 _EXPERT = re.compile(r"^blk\.(\d+)\.ffn_(?:up|gate|down)_exps\.weight$")
 
@@ -94,6 +94,8 @@ def _service(
             f"routed experts, so 'experts: {experts.mode}' has no effect",
             Severity.WARNING,
         )
+    if rt is not None and rs.service.gpu_layers is not None:
+        yield from _partial_offload(rs, rt, profile)
     if rt is not None and rt.PLANNABLE:
         yield from _cache_types(rs, rt, profile)
         yield from _tensor_overrides(rs, profile, rt)
@@ -227,3 +229,28 @@ def _examples(names: list[str]) -> list[str]:
         kind = re.sub(r"\d+", "N", n)
         seen.setdefault(kind, n)
     return [*list(seen.values())[:4]]
+
+
+def _partial_offload(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterator[Problem]:
+    """-ngl N below the model's layers + 1 (the output layer counts as one) leaves
+    layers on the CPU: planned for runtimes that say so, with experts that follow
+    their layers (or the host).  N at or above it is every layer, as -ngl 999 is."""
+    n = rs.service.gpu_layers
+    if n is None or n >= profile.hparams.n_layer + 1:
+        return
+    where = ("services", rs.name, "gpu_layers")
+    label = f"services.{rs.name}.gpu_layers"
+    if not rt.PARTIAL_OFFLOAD:
+        yield Problem(
+            where,
+            f"{label}: {n} of model {rs.service.model!r}'s {profile.hparams.n_layer + 1} "
+            f"layers (with the output) leaves some on the CPU, which is planned for llama.cpp "
+            f"runtimes only ({rt.kind}'s layer split and buffers with CPU layers are not "
+            "modelled yet); remove 'gpu_layers'",
+        )
+    if isinstance(rs.experts, ExpertsAuto | ExpertsExplicit):
+        yield Problem(
+            where,
+            f"{label}: with layers on the CPU, experts follow their layers; write "
+            f"'experts: gpu', 'host' or 'n-cpu-moe' (not '{rs.experts.mode}')",
+        )

@@ -16,7 +16,6 @@ from layoutgen import runtimes
 from layoutgen.errors import Problem, Severity
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import (
-    ExpertsAuto,
     ExpertsExplicit,
     ExpertsGpu,
     ExpertsHost,
@@ -145,33 +144,16 @@ def _tensor_split(services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
 
 
 def _gpu_layers(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
-    """A partial -ngl: planned for runtimes that say so, with GPUs, with experts that
-    follow their layers (or the host)."""
+    """-ngl N needs GPUs; whether N is partial (and then allowed) the profile says
+    (layoutgen.models.checks)."""
     for rs in services:
-        if rs.service.gpu_layers is None:
+        if rs.service.gpu_layers is None or rs.gpus:
             continue
-        where = ("services", rs.name, "gpu_layers")
-        runtime = spec.runtimes.get(rs.service.runtime)
-        if runtime is not None and not runtime.rules().PARTIAL_OFFLOAD:
-            yield Problem(
-                where,
-                f"services.{rs.name}.gpu_layers: a partial offload is planned for llama.cpp "
-                f"runtimes only ({runtime.kind}'s layer split and buffers with CPU layers are "
-                "not modelled yet); remove 'gpu_layers'",
-            )
-        if not rs.gpus:
-            yield Problem(
-                where,
-                f"services.{rs.name}.gpu_layers: the service has no GPUs; remove "
-                "'gpu_layers' or give it 'gpus:'",
-            )
-        if isinstance(rs.experts, ExpertsAuto | ExpertsExplicit):
-            yield Problem(
-                where,
-                f"services.{rs.name}.gpu_layers: with layers on the CPU, experts follow "
-                f"their layers; write 'experts: gpu', 'host' or 'n-cpu-moe' (not "
-                f"'{rs.experts.mode}')",
-            )
+        yield Problem(
+            ("services", rs.name, "gpu_layers"),
+            f"services.{rs.name}.gpu_layers: the service has no GPUs; remove "
+            "'gpu_layers' or give it 'gpus:'",
+        )
 
 
 def _unspeakable(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:

@@ -1,0 +1,35 @@
+"""``layoutgen import``: a working llama.cpp command line in, the spec service out.
+
+:mod:`layoutgen.importer.cmdline` finds the command in what was pasted (a shell
+line, ``podman run``, a quadlet ``.container``, a systemd ``.service``);
+:mod:`layoutgen.importer.tospec` reads its flags and writes the YAML fragment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from layoutgen.importer.cmdline import Command, UnreadableCommand, Word, read_command
+from layoutgen.importer.tospec import Imported, parse_args, to_spec
+
+__all__ = [
+    "Command",
+    "Imported",
+    "UnreadableCommand",
+    "Word",
+    "import_text",
+    "parse_args",
+    "read_command",
+    "to_spec",
+]
+
+
+def import_text(
+    text: str,
+    source: str = "<stdin>",
+    *,
+    gpu_ids: Sequence[str] | None = None,
+    name: str | None = None,
+) -> Imported:
+    """The spec fragment for the command in ``text``; raises a LayoutgenError with its location."""
+    return to_spec(read_command(text, source), gpu_ids=gpu_ids, name=name)

@@ -1,0 +1,2 @@
+# source: https://github.com/ikawrakow/ik_llama.cpp/discussions/816 (tests/truth/records/ik-glm4moe-d816-reddragongecko-5gpu-oom-ncopies4.yaml)
+./build/bin/llama-server -m '/home/server/Downloads/GLM-4.6-IQ5_K-00001-of-00006.gguf' -c 16000 --no-warmup -ngl 999 -fa -ctk q8_0 -ctv q8_0 -ts 17,12,12.5,12,7 --jinja -t 24 --threads-batch 32 --alias GLM-4.6-IQ5K-IK --no-mmap -b 4096 -ub 4096 --parallel 1 -fmoe -ot ".ffn_(up|down|gate)_exps.=CPU"
