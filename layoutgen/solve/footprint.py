@@ -319,17 +319,21 @@ def moved_tensors(
     output = s.devices[-1] if s.devices else HOST
     expert_host = s.rt.expert_host_buffer(gpus=s.local_gpus, mmap=s.mmap)
     out: dict[str, str] = {}
-    for name, _nbytes, expert, layer in tensor_slots(s.profile, s.rt):
-        pin = pins.get(name)
-        if pin is None and expert is None:
-            continue
-        if layer is not None:
-            natural = layers.get(layer, HOST)
+    for layer, names in _expert_tensors(s.profile, s.rt).items():
+        actual = experts.get(layer, HOST)
+        if actual != layers.get(layer, HOST):
+            for name, _ in names:
+                out[name] = expert_host if actual == HOST else actual
+    for name, pin in pins.items():
+        parts = name.split(".")
+        if name.startswith("blk.") and parts[1].isdigit():
+            natural = layers.get(int(parts[1]), HOST)
         else:
             natural = HOST if name == "token_embd.weight" else output
-        actual = pin if pin is not None else experts.get(expert, HOST)  # type: ignore[arg-type]
-        if actual != natural:
-            out[name] = expert_host if actual == HOST else actual
+        if pin != natural:
+            out[name] = expert_host if pin == HOST else pin
+        else:
+            out.pop(name, None)
     return dict(sorted(out.items()))
 
 
@@ -346,9 +350,9 @@ def expert_views(
     on the host) and the compute estimate takes the larger per buffer.
     """
     on: dict[int, set[str]] = {}
-    for name, buf in tensor_buffer.items():
-        layer = expert_layer(name)
-        if layer is not None:
+    for layer, tensors in _expert_tensors(s.profile, s.rt).items():
+        for name, _ in tensors:
+            buf = tensor_buffer[name]
             on.setdefault(layer, set()).add(buf if buf in s.devices else HOST)
     whole: dict[int, str] = {}
     mixed: dict[int, str] = {}
