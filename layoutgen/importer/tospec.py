@@ -530,31 +530,8 @@ def to_spec(
     return Imported(buf.getvalue(), service, model_id, runtime_id, tuple(out.warnings))
 
 
-_ORDER = [
-    "model",
-    "runtime",
-    "role",
-    "port",
-    "ctx",
-    "gpus",
-    "parallel",
-    "cache_type_k",
-    "cache_type_v",
-    "batch",
-    "ubatch",
-    "threads",
-    "threads_batch",
-    "experts",
-    "reasoning",
-    "mlock",
-    "tensor_split",
-    "gpu_layers",
-    "tensor_overrides",
-    "expose",
-    "capabilities",
-    "api_key",
-    "args",
-]
+#: keys in the order the schema declares them (and README lists them)
+_ORDER = list(Service.model_fields)
 
 
 def _ordered(svc: CommentedMap) -> CommentedMap:
