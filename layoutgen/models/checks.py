@@ -17,20 +17,16 @@ from layoutgen.models.profile import Profile
 from layoutgen.models.tensors import format_layers
 from layoutgen.render.argv import flash_attn, flash_attn_arg
 from layoutgen.runtimes.base import Runtime
+from layoutgen.solve.placement import expert_kind, expert_layer, expert_name, loaded
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import ExpertsAuto, ExpertsExplicit, ExpertsNCpuMoe, Spec
 
-_EXPERT = re.compile(r"^blk\.(\d+)\.ffn_(?:up|gate|down)_exps\.weight$")
-
 
 def expert_layers(profile: Profile) -> frozenset[int]:
-    """Layers that hold routed-expert tensors (``blk.N.ffn_{up,gate,down}_exps``)."""
-    out: set[int] = set()
-    for tensor in profile.tensors():
-        m = _EXPERT.match(tensor.name)
-        if m:
-            out.add(int(m.group(1)))
-    return frozenset(out)
+    """Layers that hold routed-expert tensors (``blk.N.ffn_{up,gate,down,gate_up}_exps``)."""
+    return frozenset(
+        layer for t in profile.tensors() if (layer := expert_layer(t.name)) is not None
+    )
 
 
 def ik_only_types(profile: Profile) -> list[str]:
@@ -176,24 +172,24 @@ def _expert_tensors(
             )
         if rt is None:
             continue
-        for group in rt.EXPERT_GROUPS:
-            for tensor in tensors:
-                prefix, kind = tensor.removesuffix("_exps.weight").rsplit(".ffn_", 1)
-                partners = [f"{prefix}.ffn_{k}_exps.weight" for k in sorted(group) if k != kind]
-                lacking = [p for p in partners if p in names and p not in tensors]
-                if kind in group and lacking:
-                    yield Problem(
-                        (*base, gpu),
-                        f"services.{rs.name}.experts.tensors.{gpu}: {tensor} without "
-                        f"{', '.join(lacking)}: {rt.kind} reads them in one op, so apart one "
-                        "is copied to the other's device at every batch; list both",
-                    )
+        for tensor in tensors:
+            found = expert_kind(tensor)
+            if found is None:
+                continue
+            layer, kind = found
+            partners = [expert_name(layer, k) for k in sorted(rt.expert_group(kind)) if k != kind]
+            lacking = [p for p in partners if p in names and p not in tensors]
+            if lacking:
+                yield Problem(
+                    (*base, gpu),
+                    f"services.{rs.name}.experts.tensors.{gpu}: {tensor} without "
+                    f"{', '.join(lacking)}: {rt.kind} reads them in one op, so apart one "
+                    "is copied to the other's device at every batch; list both",
+                )
 
 
 def _tensor_overrides(rs: ResolvedService, profile: Profile, rt: Runtime) -> Iterator[Problem]:
     """Each rule matches a tensor the runtime loads, and one that no earlier rule took."""
-    from layoutgen.solve.placement import loaded
-
     rules = rs.service.tensor_overrides
     if not rules:
         return

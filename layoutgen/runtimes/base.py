@@ -65,6 +65,11 @@ class Runtime:
     #: routed-expert tensor kinds that must share a device: one op reads them together
     #: (ik_llama.cpp's fused up/gate), so a split copies a whole tensor per batch
     EXPERT_GROUPS: ClassVar[tuple[frozenset[str], ...]] = ()
+
+    def expert_group(self, kind: str) -> frozenset[str]:
+        """The routed-expert kinds that move with ``kind`` (itself included)."""
+        return next((g for g in self.EXPERT_GROUPS if kind in g), frozenset({kind}))
+
     #: whether it reads the API key from LLAMA_API_KEY
     READS_API_KEY_ENV: ClassVar[bool] = False
 

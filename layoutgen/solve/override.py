@@ -16,6 +16,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from layoutgen.solve.placement import expert_kind
+
 EXPERT_KINDS = ("up", "gate", "down", "gate_up")
 
 
@@ -134,17 +136,14 @@ def expert_rules(
     for target, names in sorted((single or {}).items()):
         kinds: dict[str, list[int]] = {}
         for name in names:
-            m = _SINGLE.fullmatch(name)
-            if m is None:
+            found = expert_kind(name)
+            if found is None:
                 raise ValueError(f"{name!r} is not a routed-expert tensor")
-            kinds.setdefault(m.group(2), []).append(int(m.group(1)))
+            kinds.setdefault(found[1], []).append(found[0])
         for kind in EXPERT_KINDS:
             if kind in kinds:
                 rules.append(tensor_rule(kinds[kind], kind, target))
     return tuple(rules)
-
-
-_SINGLE = re.compile(r"blk\.(\d+)\.ffn_(up|gate|down|gate_up)_exps\.weight")
 
 
 def apply(rules: Sequence[Rule], names: Iterable[str]) -> dict[str, str | None]:

@@ -28,7 +28,7 @@ from layoutgen.models.profile import Profile
 from layoutgen.models.tensors import Tensor
 from layoutgen.runtimes.base import Runtime
 
-_EXPERT = re.compile(r"^blk\.(?P<layer>\d+)\.ffn_(?:up|gate|down|gate_up)_exps\.weight$")
+_EXPERT = re.compile(r"^blk\.(?P<layer>\d+)\.ffn_(?P<kind>up|gate|down|gate_up)_exps\.weight$")
 
 
 #: the target of a tensor pinned to host RAM (-ot PATTERN=CPU), whatever the
@@ -40,6 +40,17 @@ def expert_layer(name: str) -> int | None:
     """The layer of a routed-expert tensor (what ``--cpu-moe`` moves), else None."""
     m = _EXPERT.match(name)
     return int(m.group("layer")) if m else None
+
+
+def expert_kind(name: str) -> tuple[int, str] | None:
+    """A routed-expert tensor's layer and kind (up, gate, down, gate_up), else None."""
+    m = _EXPERT.match(name)
+    return (int(m.group("layer")), m.group("kind")) if m else None
+
+
+def expert_name(layer: int, kind: str) -> str:
+    """The GGUF name of one layer's routed-expert tensor of one kind."""
+    return f"blk.{layer}.ffn_{kind}_exps.weight"
 
 
 def nextn_layers(profile: Profile) -> frozenset[int]:

@@ -28,6 +28,7 @@ from layoutgen.solve.footprint import (
     moved_tensors,
     setting,
 )
+from layoutgen.solve.placement import expert_kind, expert_name
 from layoutgen.solve.plan import PARTS, DevicePlan, Part, Plan, ServicePlan
 from layoutgen.spec.checks import conflicting
 from layoutgen.spec.roles import ResolvedService
@@ -282,11 +283,11 @@ def _fill(
 def _pieces(s: Setting, tensors: Sequence[tuple[str, int]]) -> list[tuple[tuple[str, ...], int]]:
     """A layer's expert tensors as the pieces that may move alone, largest first:
     each tensor, but those one op reads together (Runtime.EXPERT_GROUPS) as one."""
-    groups: dict[object, list[tuple[str, int]]] = {}
+    groups: dict[frozenset[str], list[tuple[str, int]]] = {}
     for name, nbytes in tensors:
-        kind = name.split(".")[2].removeprefix("ffn_").removesuffix("_exps")
-        key = next((g for g in s.rt.EXPERT_GROUPS if kind in g), name)
-        groups.setdefault(key, []).append((name, nbytes))
+        found = expert_kind(name)
+        assert found is not None  # expert_tensors holds routed-expert tensors only
+        groups.setdefault(s.rt.expert_group(found[1]), []).append((name, nbytes))
     pieces = [(tuple(n for n, _ in ts), sum(b for _, b in ts)) for ts in groups.values()]
     return sorted(pieces, key=lambda p: (-p[1], p[0]))
 
@@ -313,10 +314,10 @@ def _settle(
 
 def _partners(s: Setting, name: str, single: Mapping[str, str]) -> list[str]:
     """``name`` and the tensors of its layer that must move with it (EXPERT_GROUPS)."""
-    prefix, kind = name.rsplit(".ffn_", 1)
-    kind = kind.removesuffix("_exps.weight")
-    group = next((g for g in s.rt.EXPERT_GROUPS if kind in g), frozenset({kind}))
-    return [n for k in sorted(group) if (n := f"{prefix}.ffn_{k}_exps.weight") in single]
+    found = expert_kind(name)
+    assert found is not None
+    layer, kind = found
+    return [n for k in sorted(s.rt.expert_group(kind)) if (n := expert_name(layer, k)) in single]
 
 
 def _service_plan(
