@@ -14,7 +14,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from layoutgen.models.profile import Profile
+from layoutgen.models.profile import HParams, Profile
 from layoutgen.render.argv import flash_attn
 from layoutgen.runtimes.base import Runtime, flag_value
 from layoutgen.runtimes.llama_cpp.compute import mla_q_head
@@ -170,10 +170,22 @@ def device_order(
 
 
 def kv_per_layer(s: Setting, *, cuda: bool) -> dict[int, int]:
+    return dict(_kv_layer_bytes(s.profile.hparams, s.kv, s.profile.arch, cuda))
+
+
+@functools.lru_cache(maxsize=256)
+def _kv_layer_bytes(
+    hp: HParams, kv: KVSettings, arch: str, cuda: bool
+) -> tuple[tuple[int, int], ...]:
+    """(layer, KV bytes as allocated on a CUDA or a host buffer), in layer order.
+
+    Cached: the KV cache depends on the service, not on where its experts go, and
+    the solver asks for each candidate layout's buffers.
+    """
     out: dict[int, int] = {}
-    for cache in layer_caches(s.profile.hparams, s.kv, arch=s.profile.arch):
+    for cache in layer_caches(hp, kv, arch=arch):
         out[cache.layer] = out.get(cache.layer, 0) + device_bytes(cache, cuda=cuda)
-    return out
+    return tuple(out.items())
 
 
 def offloaded(s: Setting) -> list[int]:
@@ -274,9 +286,12 @@ def buffers(
         buf = layers.get(layer, host)
         created[buf] = created.get(buf, 0) + nbytes
     kv: dict[str, int] = {}
-    for cache in layer_caches(s.profile.hparams, s.kv, arch=s.profile.arch):
-        buf = layers.get(cache.layer, "CPU")
-        kv[buf] = kv.get(buf, 0) + device_bytes(cache, cuda=buf in s.cuda)
+    hp, arch = s.profile.hparams, s.profile.arch
+    for cuda in (True, False):
+        for layer, nbytes in _kv_layer_bytes(hp, s.kv, arch, cuda):
+            buf = layers.get(layer, "CPU")
+            if (buf in s.cuda) == cuda:
+                kv[buf] = kv.get(buf, 0) + nbytes
     names = set(weights) | set(kv) | set(devices)
     if s.local_gpus and (host in weights or expert_host in weights):
         names.add("CUDA_Host")  # the host-side compute buffer is named CUDA_Host with a GPU
