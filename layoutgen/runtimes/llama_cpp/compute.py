@@ -449,17 +449,29 @@ def _staged(g: Graph) -> int:
     """Host expert weights staged through the offload device's compute buffer.
 
     One tensor per split, freed when its matmul is done; the next tensor takes
-    the hole if it fits.  Up and gate fit each other's; a larger down
-    projection does not, and stacks above: the two largest tensors of a host
-    layer bound it (an H100 logged 1.33 tensors, Qwen3-235B ``--n-cpu-moe 2``
-    at ``-ub 4096``).  Without per-tensor sizes: the whole layer.
+    the hole if it fits.  When a layer's expert tensors are all one size each
+    takes the previous one's hole, less what the matmul's output (one slab of
+    the experts' activations) took of it: one tensor and one slab (an H100
+    logged 80 MiB above one tensor for Qwen3-235B ``--n-cpu-moe 2`` at
+    ``-ub 4096``, its slab 192 MiB; Qwen3-235B Q8_0 on b5192-b5274 logged
+    1,024 MiB, one 816 MiB tensor and the activations, in tests/truth).  A
+    larger down projection does not fit the hole of up or gate and stacks
+    above: the two largest tensors of a host layer bound it.  Without
+    per-tensor sizes: the whole layer.
     """
+    hp = g.hparams
+    slab = (hp.expert_ff or 0) * (hp.n_expert_used or 0) * g.kv.ubatch * F32
     out = 0
     for il, nbytes in g.expert_layer_bytes.items():
         if il in g.experts:
             continue
         sizes = g.expert_tensor_bytes.get(il)
-        out = max(out, sum(sizes[:2]) if sizes else nbytes)
+        if not sizes:
+            out = max(out, nbytes)
+        elif len(set(sizes)) == 1:
+            out = max(out, sizes[0] + slab)
+        else:
+            out = max(out, sum(sizes[:2]))
     return out
 
 
