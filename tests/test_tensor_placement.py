@@ -243,3 +243,23 @@ def test_a_tensor_and_its_layer_cannot_both_be_named(tmp_path: Path) -> None:
 def test_not_an_expert_tensor_is_refused(tmp_path: Path) -> None:
     path = _spec(tmp_path, "    experts: {mode: explicit, tensors: {gpu1: [blk.5.attn_q]}}\n")
     assert any("is not a routed-expert tensor" in m for m in _messages(path))
+
+
+def test_ngl_0_keeps_every_layer_on_the_cpu_and_the_first_gpu_computes(tmp_path: Path) -> None:
+    """-ngl 0 on a CUDA build: weights, KV and output in host RAM; llama.cpp still runs
+    big-batch matmuls of host weights on the first GPU, copying one weight at a time
+    into its compute buffer; the second GPU gets no node and no buffer."""
+    path = _spec(tmp_path, "    experts: gpu\n    gpu_layers: 0\n")
+    v = validate_file(path)
+    sp = v.plan.service("w")
+    assert sp.layer_buffer == {}
+    assert " -ngl 0 " in " ".join(sp.argv)
+    profile, rt = v.profiles["q"], v.spec.runtimes["llama"].rules()
+    largest = max(t.nbytes for t in loaded(profile, rt) if t.name != "token_embd.weight")
+    assert sp.buffers["CUDA0"].compute > largest
+    assert sp.buffers["CUDA0"].weights == sp.buffers["CUDA0"].kv == 0
+    assert sp.buffers["CUDA0"].basis["compute"] == "upper-bound"
+    assert "CUDA1" not in sp.buffers or sp.buffers["CUDA1"].compute == 0
+    assert sum(p.kv for p in sp.buffers.values()) == sp.buffers["CPU"].kv > 0
+    host = sum(p.weights for b, p in sp.buffers.items() if sp.device_of[b] == "host")
+    assert host == sum(t.nbytes for t in loaded(profile, rt))

@@ -197,6 +197,12 @@ def offloaded(s: Setting) -> list[int]:
     return list(range(max(n_layer + 1 - s.gpu_layers, 0), n_layer))
 
 
+def output_device(s: Setting) -> str | None:
+    """Where the output layer goes: the last device, unless ``-ngl 0`` keeps every
+    layer on the CPU (then None: the host)."""
+    return s.devices[-1] if s.devices and s.gpu_layers != 0 else None
+
+
 def layer_split(s: Setting, shares: tuple[float, ...]) -> dict[int, str]:
     """Which device holds each layer (attention, KV, compute); {} on a CPU-only service.
     Layers not in the result run on the CPU (a partial ``-ngl``)."""
@@ -274,7 +280,7 @@ def buffers(
         layer not in experts for layer in expert_bytes(s.profile, s.rt)
     )
     host = s.rt.host_buffer(gpus=s.local_gpus, host_overrides=host_overrides, mmap=s.mmap)
-    output = devices[-1] if devices else None
+    output = output_device(s)
     expert_host = s.rt.expert_host_buffer(gpus=s.local_gpus, mmap=s.mmap)
     repacked = frozenset() if s.local_gpus else s.rt.repacked(s.profile, s.isa, s.args)
     w = place_weights(
@@ -331,7 +337,7 @@ def moved_tensors(
     layer would (its layer's device, the host for CPU layers and token_embd, the
     last device for the output); host RAM is named by the buffer overrides land in."""
     pins = {**(tensors or {}), **s.user_pins}
-    output = s.devices[-1] if s.devices else HOST
+    output = output_device(s) or HOST
     expert_host = s.rt.expert_host_buffer(gpus=s.local_gpus, mmap=s.mmap)
     out: dict[str, str] = {}
     for layer, names in _expert_tensors(s.profile, s.rt).items():

@@ -568,11 +568,12 @@ class Service(Strict):
     )
     gpu_layers: int | None = Field(
         default=None,
-        ge=1,
+        ge=0,
         le=MAX_LAYER + 1,
         description=(
             "layers on the GPUs, counted from the end with the output layer as one "
-            "(-ngl N); the rest run on the CPU. Not given: every layer (llama.cpp only)"
+            "(-ngl N); the rest run on the CPU; 0: every layer on the CPU, the GPUs "
+            "only compute (big batches). Not given: every layer"
         ),
     )
     priority: int = Field(

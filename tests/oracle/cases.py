@@ -78,6 +78,8 @@ CASES = (
     Case("llama-2rpc-ngl4", "llama", "gpu", gpu_layers=4, args=NO_MMAP),
     Case("llama-1rpc-ngl2-np2", "llama", "gpu", devices=1, gpu_layers=2, parallel=2, args=NO_MMAP),
     Case("qwen3moe-2rpc-ngl6", "qwen3moe", "gpu", gpu_layers=6, ubatch=256, args=NO_MMAP),
+    # -ngl 0 with devices present: every layer, its KV and the output on the CPU
+    Case("qwen3moe-2rpc-ngl0", "qwen3moe", "gpu", gpu_layers=0, args=NO_MMAP),
     # -ts as written: 1 share of 4.5 on the first device, 3.5 on the second
     Case("qwen3moe-ts-1-3.5", "qwen3moe", "gpu", tensor_split="{rpc0: 1, rpc1: 3.5}", args=NO_MMAP),
     # -c 0: the model's trained context (4096 here), from the profile

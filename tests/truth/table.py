@@ -132,6 +132,16 @@ def _shares(record: Mapping[str, Any], n_gpus: int) -> list[float]:
     return [1.0] * n_gpus
 
 
+def offloaded_layers(record: Mapping[str, Any]) -> int | None:
+    """-ngl as the command set it, else as the log's "offloaded K/N layers" line
+    shows it ran (the default changed over the years: 0 in 2025 builds)."""
+    ngl = (record.get("settings") or {}).get("ngl")
+    if ngl is not None:
+        return int(ngl)
+    m = re.search(r"offloaded (\d+)/\d+ layers to GPU", str(record.get("logged") or ""))
+    return int(m[1]) if m else None
+
+
 def _why_not(record: Mapping[str, Any], n_layer: int) -> str | None:
     s = record.get("settings") or {}
     flags = " ".join(str(f) for f in s.get("other_flags") or [])
@@ -253,7 +263,7 @@ def spec_for(
         "mlock": "--mlock" in flags,
         "args": args,
     }
-    ngl = s.get("ngl")
+    ngl = offloaded_layers(record)
     if n_gpus and ngl is not None and record.get("runtime") == "llama.cpp":
         service["gpu_layers"] = int(ngl)
     return {
@@ -301,9 +311,18 @@ def evaluate(path: Path, tmp: Path) -> Outcome:
             range(len(gpu_buffers))
         ):
             raise synth.NotExpressible("the log's GPUs are not CUDA0..N (some hold nothing)")
+        if "compute" in logged.get("CPU", {}) and "compute" in logged.get("CUDA_Host", {}):
+            # the CPU backend's compute buffer is CUDA_Host beside a GPU: a second one
+            # named CPU belongs to another host backend the build added (BLAS, by the
+            # sizes), which a spec cannot name
+            raise synth.NotExpressible("a CPU compute buffer beside CUDA_Host's (a BLAS build)")
         kv_on_host = [b for b, f in logged.items() if "kv" in f and not _GPU.match(b)]
-        ngl = (record.get("settings") or {}).get("ngl")
-        if gpu_buffers and kv_on_host and not (ngl and record.get("runtime") == "llama.cpp"):
+        ngl = offloaded_layers(record)
+        if (
+            gpu_buffers
+            and kv_on_host
+            and not (ngl is not None and record.get("runtime") == "llama.cpp")
+        ):
             raise synth.NotExpressible(
                 f"KV cache in {kv_on_host[0]} beside GPUs: -ngl below all layers "
                 "(partial or no offload on a GPU build: issue 14)"

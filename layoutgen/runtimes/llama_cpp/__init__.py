@@ -199,11 +199,21 @@ class LlamaCpp(Runtime):
         # graph is bounded from the oracle's runs, not derived
         partial = s.devices and len(layers) < s.profile.hparams.n_layer
         if buffer in s.devices:
+            staged = compute.staged_here(g, buffer)
+            if compute.offloads_to(g, buffer):
+                # host matmul weights of CPU layers (a partial or no -ngl) come through
+                # the offload device too, one per split: the largest and its output
+                staged = max(staged, _dense_staged(s, layers, output, s.kv.ubatch))
+            if not compute.runs_here(g, buffer, output=buffer == output) and not staged:
+                # no layer, no output, no experts and no big-batch offload (-ngl 0 on
+                # a device that is not the first CUDA one): the scheduler gives it
+                # no node, and llama.cpp no compute buffer
+                return 0, "estimated"
             size = compute.device(g, buffer, output=buffer == output)
+            size += max(0, staged - compute.staged_here(g, buffer))
             if partial:
                 size += compute.partial_slack(g)
             # host experts staged through this GPU: bounded by two tensors, not known
-            staged = compute.staged_here(g, buffer)
             return size, "upper-bound" if staged or partial else "estimated"
         if buffer == ("CUDA_Host" if s.local_gpus else "CPU"):
             return compute.host(g), "upper-bound" if partial else "estimated"
@@ -224,3 +234,21 @@ class LlamaCpp(Runtime):
 
     def reasoning_off(self) -> list[str]:
         return ["-rea", "off"]
+
+
+def _dense_staged(s: Setting, layers: Mapping[int, str], output: str | None, ub: int) -> int:
+    """The largest matrix weight of a layer on the CPU (the output's too when it
+    stays there) with the activations its offloaded matmul writes: what one split
+    copies into the offload device's compute buffer.  Routed experts are
+    :func:`.compute.staged_here`'s; token embeddings are read by get_rows, never
+    offloaded."""
+    from layoutgen.solve.placement import expert_layer, loaded
+
+    best = 0
+    for t in loaded(s.profile, s.rt):
+        if len(t.shape) < 2 or expert_layer(t.name) is not None or t.name == "token_embd.weight":
+            continue
+        on_cpu = t.layer not in layers if t.layer is not None else output is None
+        if on_cpu:
+            best = max(best, t.nbytes + t.shape[1] * ub * 4)
+    return best

@@ -430,12 +430,28 @@ def device(g: Graph, buf: str, output: bool) -> int:
     return total + staged_here(g, buf)
 
 
+def runs_here(g: Graph, buf: str, *, output: bool) -> bool:
+    """Whether the graph puts any node on ``buf``: a layer, the output, or routed
+    experts of another device's layer."""
+    return (
+        output
+        or any(d == buf for d in g.layers.values())
+        or any(g.experts.get(il) == buf for il in g.expert_layer_bytes)
+    )
+
+
 def partial_slack(g: Graph) -> int:
     """What a GPU may hold beyond :func:`device` beside layers on the CPU (a partial
     -ngl): the CPU's residual stream and normed input copied in, and a second copy of
     the mask (the first offloaded device of the CPU oracle's runs logged a mask more
     than its layers need).  An upper bound from those runs, not a derivation."""
     return mask_bytes(g) + 2 * (g.hparams.n_embd or 0) * g.kv.ubatch * F32
+
+
+def offloads_to(g: Graph, buf: str) -> bool:
+    """Whether big-batch matmuls of host weights run on ``buf`` (the first CUDA
+    device, from OFFLOAD_MIN_BATCH tokens: ggml_backend_cuda_device_offload_op)."""
+    return buf in g.cuda and buf == _offload_device(g) and g.kv.ubatch >= OFFLOAD_MIN_BATCH
 
 
 def staged_here(g: Graph, buf: str) -> int:
