@@ -263,3 +263,18 @@ def test_ngl_0_keeps_every_layer_on_the_cpu_and_the_first_gpu_computes(tmp_path:
     assert sum(p.kv for p in sp.buffers.values()) == sp.buffers["CPU"].kv > 0
     host = sum(p.weights for b, p in sp.buffers.items() if sp.device_of[b] == "host")
     assert host == sum(t.nbytes for t in loaded(profile, rt))
+
+
+def test_rules_moving_a_layers_own_ops_warn_that_compute_is_not_derived(tmp_path: Path) -> None:
+    """A rule that moves norms, the router or shared experts splits the layer's ops over
+    devices; a rule that moves routed experts only does not warn."""
+    ops = _spec(
+        tmp_path, "    tensor_overrides: [{pattern: 'blk\\.1[2-9]\\.ffn_', device: host}]\n"
+    )
+    warned = [d for d in validate_file(ops).warnings if "other than routed experts" in d.message]
+    assert len(warned) == 1 and warned[0].line == 22
+    assert "blk.12.ffn_gate_inp.weight" in warned[0].message
+    experts = _spec(
+        tmp_path, "    tensor_overrides: [{pattern: 'blk\\.1[2-9]\\.ffn_.*_exps', device: host}]\n"
+    )
+    assert not [d for d in validate_file(experts).warnings if "routed experts" in d.message]

@@ -196,6 +196,7 @@ def _tensor_overrides(rs: ResolvedService, profile: Profile, rt: Runtime) -> Ite
     names = [t.name for t in loaded(profile, rt)]
     compiled = [re.compile(r.pattern) for r in rules]
     taken: set[str] = set()
+    said = any(m.compute is not None for m in rs.service.measured.values())
     for i, (rule, rx) in enumerate(zip(rules, compiled, strict=True)):
         hits = [n for n in names if rx.search(n)]
         where = ("services", rs.name, "tensor_overrides", i, "pattern")
@@ -215,7 +216,25 @@ def _tensor_overrides(rs: ResolvedService, profile: Profile, rt: Runtime) -> Ite
                 "match wins); remove it or move it up",
                 Severity.WARNING,
             )
+        other = [n for n in hits if n not in taken and _layer_op(n)]
+        if other and not said:
+            said = True
+            yield Problem(
+                where,
+                f"{label}: '{rule.pattern}' moves tensors other than routed experts "
+                f"({', '.join(other[:3])}{' ...' if len(other) > 3 else ''}): where that "
+                "splits a layer over devices, its compute buffers are bounded, not derived "
+                "(on public logs such bounds fell short by up to 95 %); measure them with "
+                "'layoutgen calibrate' before relying on the fit",
+                Severity.WARNING,
+            )
         taken.update(hits)
+
+
+def _layer_op(name: str) -> bool:
+    """A layer's tensor that an op reads, other than a routed expert's: moving it
+    moves that op (norms, router, shared experts, attention)."""
+    return name.startswith("blk.") and expert_layer(name) is None
 
 
 def _examples(names: list[str]) -> list[str]:
