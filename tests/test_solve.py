@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,7 @@ def test_n_cpu_moe_58_is_refused_naming_the_device_and_shortfall() -> None:
     # Seed 001: "allocating 5418.03 MiB on device 0: cudaMalloc failed: out of memory".
     result = run_cli(["validate", str(LAYOUTS / "invalid" / "glm51-n-cpu-moe-58-1gpu.yaml")])
     assert result.code == 1
-    assert "services.grandpa: does not fit GPU gpu1 (its CUDA0): needs " in result.stdout
+    assert "services.grandpa: does not fit GPU gpu1 (its CUDA0) even alone: needs " in result.stdout
     assert "short by " in result.stdout
 
 
@@ -196,3 +197,68 @@ def test_ctx_zero_without_a_trained_context_is_refused_where_written(tmp_path: P
     assert "services.worker0.ctx: 0 means the context model 'coder' was trained for" in (
         result.stdout
     )
+
+
+FIT = f"""\
+host:
+  name: t
+  cpu: {{cores: 8, threads: 16}}
+  ram: 256GiB
+  ram_reserve: 8GiB
+  gpus:
+    - {{id: gpu0, index: 0, vram: VRAM, reserve: 512MiB}}
+models:
+  q: {{path: /m/q.gguf, profile: {LAYOUTS / "models" / "qwen3-coder-next-q4_0.yaml"}}}
+  e: {{path: /m/e.gguf, profile: {LAYOUTS / "models" / "gemma-4-26b-a4b-q5_k_m.yaml"}}}
+runtimes:
+  llama: {{kind: llama.cpp, binary: /opt/llama/llama-server, version: b6123}}
+services:
+  chat:
+    model: q
+    runtime: llama
+    role: worker
+    port: 8080
+    ctx: 32768
+    experts: gpu
+  embed:
+    model: e
+    runtime: llama
+    role: embedding
+    port: 8081
+    ctx: 4096
+"""
+
+
+def _refusal(tmp_path: Path, vram: str) -> list[str]:
+    spec = tmp_path / "fit.yaml"
+    spec.write_text(FIT.replace("VRAM", vram))
+    result = run_cli(["validate", str(spec)])
+    assert result.code == 1
+    return [line for line in result.stdout.splitlines() if "does not fit" in line]
+
+
+def test_a_service_too_big_alone_is_the_one_named(tmp_path: Path) -> None:
+    """Issue 15: the error pointed at 'embed' (placed last) while 'chat' alone needs
+    twice the card; it names chat, at its own line, with its own need."""
+    (line,) = _refusal(tmp_path, "24GiB")
+    assert line.startswith(f"{tmp_path / 'fit.yaml'}:15:5: error: services.chat: does not fit ")
+    assert "GPU gpu0 (its CUDA0) even alone" in line
+    assert "(and the device holds embed " in line
+
+
+def _mib(line: str, pattern: str) -> int:
+    found = re.search(pattern + r" ([\d,]+) MiB", line)
+    assert found is not None, (pattern, line)
+    return int(found[1].replace(",", ""))
+
+
+def test_services_that_fit_alone_but_not_together_name_the_largest_share(
+    tmp_path: Path,
+) -> None:
+    (line,) = _refusal(tmp_path, "56GiB")
+    assert ":15:5: error: services.chat: does not fit GPU gpu0" in line
+    assert "beside the services sharing it: together they need" in line
+    need, room = _mib(line, "together they need"), _mib(line, "=")
+    chat, embed = _mib(line, "shares: chat"), _mib(line, ", embed")
+    assert chat + embed == need > room
+    assert embed < chat <= room  # each fits alone; the larger share is named

@@ -385,16 +385,17 @@ def _fit(
             need = sum(p[3] for p in parts)
             if need <= cap - res:
                 continue
-            culprit = [n for n in order if any(p[0] == n for p in parts)][-1]
-            if (culprit, dev) in seen:
-                continue
-            seen.add((culprit, dev))
-            bufs = [b for b, d in placed[culprit].device_of.items() if d == dev]
-            problems.append(
-                Problem(
-                    ("services", culprit), _shortfall(culprit, dev, bufs, need, cap, res, parts)
+            for culprit, own in _culprits(parts, cap - res, order):
+                if (culprit, dev) in seen:
+                    continue
+                seen.add((culprit, dev))
+                bufs = [b for b, d in placed[culprit].device_of.items() if d == dev]
+                problems.append(
+                    Problem(
+                        ("services", culprit),
+                        _shortfall(culprit, dev, bufs, need, cap, res, parts, alone=own),
+                    )
                 )
-            )
     threads = sum(spec.services[n].threads or 0 for n in spec.services)
     if threads > spec.host.cpu.threads:
         problems.append(
@@ -409,6 +410,22 @@ def _fit(
     return problems
 
 
+def _culprits(
+    parts: list[tuple[str, str, str, int]], room: int, order: Sequence[str]
+) -> list[tuple[str, bool]]:
+    """The services to blame for an over-committed device, and whether each is too
+    big alone: every service whose own share exceeds the room; else (only together
+    they do not fit) the one with the largest share."""
+    share: dict[str, int] = {}
+    for service, _buf, _part, value in parts:
+        share[service] = share.get(service, 0) + value
+    alone = [n for n in order if share.get(n, 0) > room]
+    if alone:
+        return [(n, True) for n in alone]
+    largest = max(share, key=lambda n: (share[n], -list(order).index(n)))
+    return [(largest, False)]
+
+
 def _shortfall(
     service: str,
     dev: str,
@@ -417,19 +434,38 @@ def _shortfall(
     cap: int,
     res: int,
     parts: list[tuple[str, str, str, int]],
+    *,
+    alone: bool,
 ) -> str:
     if dev == "host":
         where = "host RAM"
     else:
         gpu_bufs = [b for b in bufs if b != "CUDA_Host"]
         where = f"GPU {dev}" + (f" (its {gpu_bufs[0]})" if gpu_bufs else "")
-    largest = sorted(parts, key=lambda p: (-p[3], p[0], p[1], p[2]))[:3]
-    biggest = ", ".join(f"{s} {k} {_mib(v)}" for s, _b, k, v in largest)
+    share: dict[str, int] = {}
+    for s, _b, _k, v in parts:
+        share[s] = share.get(s, 0) + v
+    room = cap - res
+    if alone:
+        own = [p for p in parts if p[0] == service]
+        largest = sorted(own, key=lambda p: (-p[3], p[1], p[2]))[:3]
+        biggest = ", ".join(f"{k} {_mib(v)}" for _s, _b, k, v in largest)
+        others = "" if len(share) == 1 else f" (and the device holds {_others(share, service)})"
+        return (
+            f"services.{service}: does not fit {where} even alone: needs "
+            f"{_mib(share[service])}, has {_mib(cap)} - reserve {_mib(res)} = "
+            f"{_mib(room)}, short by {_mib(share[service] - room)}; largest: {biggest}{others}"
+        )
+    shares = ", ".join(f"{s} {_mib(v)}" for s, v in sorted(share.items(), key=lambda i: -i[1]))
     return (
-        f"services.{service}: does not fit {where}: needs {_mib(need)}, has "
-        f"{_mib(cap)} - reserve {_mib(res)} = {_mib(cap - res)}, short by "
-        f"{_mib(need - cap + res)}; largest: {biggest}"
+        f"services.{service}: does not fit {where} beside the services sharing it: together "
+        f"they need {_mib(need)}, has {_mib(cap)} - reserve {_mib(res)} = {_mib(room)}, short "
+        f"by {_mib(need - room)}; shares: {shares}"
     )
+
+
+def _others(share: Mapping[str, int], service: str) -> str:
+    return ", ".join(f"{s} {_mib(v)}" for s, v in sorted(share.items()) if s != service)
 
 
 def _mib(n: int) -> str:
