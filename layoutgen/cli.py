@@ -281,8 +281,9 @@ def diff(
     except LayoutgenError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(1) from None
-    name = d.display_name(new)
-    a, b = d.renamed(a, name), d.renamed(b, name)
+    # each side under its own name as a render would write it (REV:path -> path): the
+    # same spec at two revisions compares equal, two specs keep their own headers
+    a, b = d.renamed(a, d.display_name(old)), d.renamed(b, d.display_name(new))
     summary = d.summarise(a, b)
     files = d.file_diff(a, b)
     if fmt == "json":

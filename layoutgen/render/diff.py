@@ -203,8 +203,34 @@ def _show(value: Any) -> str:
 
 def _devices(a: Plan, b: Plan, add: Any) -> None:
     before = {d.id: d for d in a.devices}
+    after = {d.id: d for d in b.devices}
+    for gone in sorted(set(before) - set(after)):
+        d = before[gone]
+        add(
+            "device_removed",
+            f"{gone}: removed (was {_mib(d.capacity)}, {_mib(d.used)} used)",
+            device=gone,
+            capacity=d.capacity,
+        )
+    for new in sorted(set(after) - set(before)):
+        d = after[new]
+        add(
+            "device_added",
+            f"{new}: added ({_mib(d.capacity)}, reserve {_mib(d.reserve)}, {_mib(d.used)} used)",
+            device=new,
+            capacity=d.capacity,
+        )
     for d in b.devices:
         old = before.get(d.id)
+        if old is not None and (old.capacity, old.reserve) != (d.capacity, d.reserve):
+            add(
+                "device_resized",
+                f"{d.id}: capacity {_mib(old.capacity)} -> {_mib(d.capacity)}, reserve "
+                f"{_mib(old.reserve)} -> {_mib(d.reserve)}",
+                device=d.id,
+                capacity=[old.capacity, d.capacity],
+                reserve=[old.reserve, d.reserve],
+            )
         if old is None or (old.used, old.free) == (d.used, d.free):
             continue
         delta = d.used - old.used
