@@ -128,6 +128,7 @@ def test_import_plan_argv_places_every_tensor_as_the_command(
         "cpu": {"cores": 64, "threads": 128},
         "ram": "4TiB",
         "ram_reserve": "1GiB",
+        "podman": "5.4",
         "gpus": [
             {"id": g, "index": i, "vram": "1TiB", "reserve": "0MiB"} for i, g in enumerate(gpus)
         ],

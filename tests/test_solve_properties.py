@@ -77,6 +77,7 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
             "cpu": {"cores": 16, "threads": 32},
             "ram": "768GiB",
             "ram_reserve": "32GiB",
+            "podman": "5.4",
             "gpus": gpus,
         },
         "models": {

@@ -29,6 +29,7 @@ host:
   cpu: {{cores: 8, threads: 16}}
   ram: 256GiB
   ram_reserve: 8GiB
+  podman: "5.4"
   gpus:
     - {{id: gpu0, index: 0, vram: 24GiB, reserve: 512MiB}}
     - {{id: gpu1, index: 1, vram: 24GiB, reserve: 512MiB}}
@@ -159,7 +160,7 @@ def test_user_rules_come_first_and_the_plan_follows_them(tmp_path: Path) -> None
 def test_bad_rules_are_refused_with_their_place(tmp_path: Path, rule: str, fragment: str) -> None:
     path = _spec(tmp_path, f"    experts: gpu\n    tensor_overrides:\n      - {rule}\n")
     (diag,) = [d for d in _diagnostics(path) if fragment in d.message]
-    assert diag.line == 24 and diag.severity == "error"  # the rule's line
+    assert diag.line == 25 and diag.severity == "error"  # the rule's line
 
 
 @pytest.mark.parametrize(
@@ -189,7 +190,7 @@ def test_a_rule_shadowed_by_an_earlier_one_is_a_warning(tmp_path: Path) -> None:
     v = validate_file(path)
     assert v.plan is not None
     (warning,) = [d for d in v.warnings if "taken by an earlier rule" in d.message]
-    assert warning.severity == "warning" and warning.line == 24
+    assert warning.severity == "warning" and warning.line == 25
 
 
 def test_explicit_single_tensors_land_where_named(tmp_path: Path) -> None:
@@ -272,7 +273,7 @@ def test_rules_moving_a_layers_own_ops_warn_that_compute_is_not_derived(tmp_path
         tmp_path, "    tensor_overrides: [{pattern: 'blk\\.1[2-9]\\.ffn_', device: host}]\n"
     )
     warned = [d for d in validate_file(ops).warnings if "other than routed experts" in d.message]
-    assert len(warned) == 1 and warned[0].line == 22
+    assert len(warned) == 1 and warned[0].line == 23
     assert "blk.12.ffn_gate_inp.weight" in warned[0].message
     experts = _spec(
         tmp_path, "    tensor_overrides: [{pattern: 'blk\\.1[2-9]\\.ffn_.*_exps', device: host}]\n"

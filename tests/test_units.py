@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from layoutgen.errors import InvalidInput
 from layoutgen.render.artifacts import render
-from layoutgen.render.units import QUADLET_SINCE, RenderError
+from layoutgen.render.units import QUADLET_SINCE
 from layoutgen.spec.source import parse
 from layoutgen.spec.validate import validate_document, validate_file
 
@@ -48,9 +49,9 @@ def test_podman_4_9_waits_with_a_readiness_probe_instead() -> None:
 
 def test_podman_4_4_gets_newer_keys_through_podman_args() -> None:
     # Ulimit= (4.7) and HealthCmd= (4.5) are too new for 4.4, and so is PodmanArgs= (4.5):
-    # rendering says which keys need which version.
+    # rendering says which keys need which version, and validate says it first.
     with pytest.raises(
-        RenderError,
+        InvalidInput,
         match=r"podman 4\.4 \(host\.podman\) is too old for quadlet keys this layout "
         r"needs: Secret= needs 4\.5, Ulimit= needs 4\.7, HealthCmd= needs 4\.5, "
         r"HealthInterval= needs 4\.5, "
@@ -107,5 +108,5 @@ def test_api_keys_reach_the_server_as_files_never_as_arguments() -> None:
 def test_container_services_need_the_hosts_podman_version() -> None:
     text = FINAL.read_text().replace('  podman: "5.4"', "")
     doc = parse(text, "f.yaml", FINAL)
-    with pytest.raises(RenderError, match=r"host\.podman is not set: write the podman version"):
-        render(validate_document(doc), "f.yaml")
+    with pytest.raises(InvalidInput, match=r"host\.podman is not set: write the podman version"):
+        validate_document(doc)  # refused before render, as render would refuse it

@@ -66,12 +66,17 @@ def render(v: Validated, spec_name: str, templates: Path | None = None) -> dict[
     try:
         for unit in units:
             ctx = {"header": head, "unit": unit, "image": quoting.shell(unit.image or "")}
-            if unit.image is not None:
+            targets = v.spec.host.targets
+            if unit.image is not None and "podman" in targets:
                 files[f"{host}/podman/{unit.name}.sh"] = env.get_template(KINDS[0]).render(ctx)
+            if unit.image is not None and "quadlet" in targets:
                 files[f"{host}/quadlet/{unit.name}.container"] = env.get_template(KINDS[1]).render(
                     ctx
                 )
-            files[f"{host}/systemd/{unit.name}.service"] = env.get_template(KINDS[2]).render(ctx)
+            if "systemd" in targets:
+                files[f"{host}/systemd/{unit.name}.service"] = env.get_template(KINDS[2]).render(
+                    ctx
+                )
         for serving, unit in rpc_units(v.spec):
             ctx = {"header": head, "unit": unit, "image": ""}
             files[f"{serving}/systemd/{unit.name}.service"] = env.get_template(KINDS[2]).render(ctx)

@@ -259,7 +259,7 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
     ]
 
     quadlet: dict[str, list[tuple[str, str]]] = {"Unit": unit_section}
-    if runtime.image is not None:
+    if runtime.image is not None and "quadlet" in spec.host.targets:
         quadlet["Container"] = _container(
             spec, rs, runtime.image, devices, publish, volume, caps, pinned, health, timeout, sp
         )
@@ -365,7 +365,8 @@ def _container(
     if spec.host.podman is None:
         raise RenderError(
             "host.podman is not set: write the podman version the host runs "
-            '(podman --version), e.g. podman: "5.4"; it decides which quadlet keys exist'
+            '(podman --version), e.g. podman: "5.4"; it decides which quadlet keys exist '
+            "(or leave quadlet out of host.targets)"
         )
     target = _version(spec.host.podman)
     keys: list[tuple[str, str]] = [("ContainerName", rs.name), ("Image", image)]
@@ -401,7 +402,7 @@ def _fit_version(keys: list[tuple[str, str]], target: tuple[int, int]) -> list[t
         raise RenderError(
             f"podman {target[0]}.{target[1]} (host.podman) is too old for quadlet keys this "
             f"layout needs: {', '.join(too_new)}; raise host.podman if the host has a newer "
-            "podman, or render plain systemd units (systemd/) only"
+            "podman, or leave quadlet out of host.targets (e.g. targets: [podman, systemd])"
         )
     if extra:
         out.append(("PodmanArgs", quoting.systemd_line(extra)))

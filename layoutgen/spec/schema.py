@@ -266,6 +266,10 @@ class Gpu(Strict):
         return self
 
 
+Target = Literal["podman", "quadlet", "systemd"]
+TARGETS: tuple[Target, ...] = ("podman", "quadlet", "systemd")
+
+
 class Host(Strict):
     name: Name = Field(description="host name; rendered files go to out/<name>/")
     cpu: Cpu = Field(description="CPU topology: cores and threads")
@@ -282,7 +286,13 @@ class Host(Strict):
     podman: Annotated[str | None, BeforeValidator(_version)] = Field(
         default=None,
         description="podman version on the host (podman --version), e.g. '5.4'; decides "
-        "which quadlet keys are rendered; needed to render container services",
+        "which quadlet keys are rendered; needed for quadlet units of container services",
+    )
+    targets: tuple[Target, ...] = Field(
+        default=TARGETS,
+        min_length=1,
+        description="what render writes: podman (run scripts), quadlet (.container "
+        "units), systemd (plain .service units); default all three",
     )
 
 

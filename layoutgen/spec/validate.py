@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from layoutgen.errors import Diagnostic, InvalidInput, Problem, Severity
+from layoutgen.errors import Diagnostic, InvalidInput, Problem, Severity, SpecPath
 from layoutgen.models.checks import check_models
 from layoutgen.models.profile import Profile, load_profile, profile_from_document
 from layoutgen.solve.plan import Plan
@@ -58,12 +58,30 @@ def validate_document(doc: source.Document) -> Validated:
         plan = solve(spec, services, profiles, doc.name)
     except DoesNotFit as exc:
         raise InvalidInput(diagnostics + [doc.diagnostic(p) for p in exc.problems]) from None
+    unrenderable = _render_checks(spec, plan, services)
+    if unrenderable:
+        raise InvalidInput(diagnostics + [doc.diagnostic(p) for p in unrenderable])
     located = [
         doc.diagnostic(Problem(("host", "cpu", "threads"), w, Severity.WARNING))
         for w in plan.warnings
     ]
     warnings = tuple(sorted(diagnostics + located))
     return Validated(doc, spec, services, profiles, warnings, plan)
+
+
+def _render_checks(
+    spec: Spec, plan: Plan, services: tuple[ResolvedService, ...]
+) -> list[Problem]:
+    """What render would refuse, refused here too, located: validate accepts exactly
+    what render accepts (the units are built in memory; nothing is written)."""
+    from layoutgen.render.units import RenderError, build
+
+    try:
+        build(spec, plan, services)
+    except RenderError as exc:
+        where: SpecPath = ("host", "podman") if spec.host.podman is not None else ("host",)
+        return [Problem(where, str(exc))]
+    return []
 
 
 def _profiles(
