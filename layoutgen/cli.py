@@ -11,6 +11,7 @@ so ``layoutgen validate`` does not pay for rendering or GGUF code.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import sys
 from pathlib import Path
@@ -163,19 +164,26 @@ def render(
             print("error: no SPEC given and no layouts/*.yaml here", file=sys.stderr)
             raise typer.Exit(2)
     specs = specs or []
-    results = validate_files([(spec, str(spec)) for spec in specs])
+    # A spec is named (in headers, plan.json and the manifest) by its path from the
+    # out/ root's parent, not as typed: the same spec renders the same bytes from
+    # any working directory.
+    typed = {spec_label(spec, out): str(spec) for spec in specs}
+    results = validate_files([(spec, spec_label(spec, out)) for spec in specs])
+    forget = [spec_label(Path(f), out) for f in forget or []]
     rendered: dict[str, dict[str, str]] = {}
     failed = False
     for result in results:
         for diag in result.diagnostics:
-            print(diag.gcc(), file=sys.stderr)
+            # located in the file as typed, so editors and CI annotations find it
+            shown = dataclasses.replace(diag, file=typed.get(diag.file, diag.file))
+            print(shown.gcc(), file=sys.stderr)
         if result.validated is None:
             failed = True
             continue
         try:
             rendered[result.name] = render_files(result.validated, result.name, templates)
         except LayoutgenError as exc:
-            print(f"{result.name}: error: {exc}", file=sys.stderr)
+            print(f"{typed.get(result.name, result.name)}: error: {exc}", file=sys.stderr)
             failed = True
     hosts = {r.name: r.validated.spec.host.name for r in results if r.validated is not None}
     try:
@@ -198,6 +206,24 @@ def render(
         raise typer.Exit(1)
     what = " ".join(["layoutgen render", *(str(s) for s in specs)])
     raise typer.Exit(_write_out(out, rendered, check, forget or [], lock_timeout, what))
+
+
+def spec_label(spec: Path, out: Path) -> str:
+    """``spec`` as rendered files name it: relative to the parent of ``out`` (the
+    repository root in the usual layout: out/ beside layouts/), else absolute."""
+    path = spec.absolute()
+    base = out.absolute().parent
+    try:
+        return _normal(path).relative_to(_normal(base)).as_posix()
+    except ValueError:
+        return _normal(path).as_posix()
+
+
+def _normal(path: Path) -> Path:
+    """``path`` with ``.`` and ``..`` folded, symlinks kept (what the user wrote)."""
+    import os
+
+    return Path(os.path.normpath(path))
 
 
 def _write_out(

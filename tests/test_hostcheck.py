@@ -72,6 +72,8 @@ def test_specs_that_fit_the_host_together_render_side_by_side(tmp_path: Path) ->
     # One of them alone would skip the check of the two together: refused.
     alone = run_cli(["render", "-o", str(out), str(a)])
     assert alone.code == 1
+    # specs are named from out/'s parent (here tmp_path), as in every rendered header
+    a, b = a.relative_to(out.parent), b.relative_to(out.parent)
     assert alone.stderr.splitlines()[-1] == (
         f"{host}: error: host 'compute' is also described by {b} (see "
         f"{host}/.layoutgen-manifest); specs of one host are checked together for GPUs, RAM "

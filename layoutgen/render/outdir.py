@@ -237,13 +237,17 @@ def _plan_host(
     return plan, errors
 
 
-def _gone(spec: str) -> str:
-    return "" if Path(spec).exists() else f" ({spec} no longer exists)"
+def _gone(spec: str, root: Path) -> str:
+    """Whether a spec named in a manifest (from the output root's parent, or an
+    absolute path) still exists."""
+    path = Path(spec) if Path(spec).is_absolute() else root.absolute().parent / spec
+    return "" if path.exists() else f" ({spec} no longer exists)"
 
 
 def _foreign(root: Path, path: str, owner: str, spec: str) -> str:
+    gone = _gone(owner, root)
     return (
-        f"{root / path}: error: {spec} renders this file, but {owner}{_gone(owner)} generated it "
+        f"{root / path}: error: {spec} renders this file, but {owner}{gone} generated it "
         f"(see {root / path.split('/', 1)[0] / MANIFEST}); layoutgen never overwrites another "
         f"spec's files: give {spec} another host.name or service name, or, if {spec} replaces "
         f"{owner}, render with --forget {owner}"
@@ -252,8 +256,9 @@ def _foreign(root: Path, path: str, owner: str, spec: str) -> str:
 
 def _shared_host(root: Path, host: str, other: str, specs: list[str]) -> str:
     together = " ".join([other, *specs])
+    gone = _gone(other, root)
     return (
-        f"{root / host}: error: host {host!r} is also described by {other}{_gone(other)} (see "
+        f"{root / host}: error: host {host!r} is also described by {other}{gone} (see "
         f"{root / host / MANIFEST}); specs of one host are checked together for GPUs, RAM and "
         f"ports, so render them in one call: layoutgen render {together}; or give "
         f"{', '.join(specs)} another host.name; or, if {other} is gone, render with "

@@ -69,9 +69,7 @@ def validate_document(doc: source.Document) -> Validated:
     return Validated(doc, spec, services, profiles, warnings, plan)
 
 
-def _render_checks(
-    spec: Spec, plan: Plan, services: tuple[ResolvedService, ...]
-) -> list[Problem]:
+def _render_checks(spec: Spec, plan: Plan, services: tuple[ResolvedService, ...]) -> list[Problem]:
     """What render would refuse, refused here too, located: validate accepts exactly
     what render accepts (the units are built in memory; nothing is written)."""
     from layoutgen.render.units import RenderError, build
