@@ -34,10 +34,15 @@ class Format(enum.StrEnum):
     github = "github"
 
 
+class DiffFormat(enum.StrEnum):
+    text = "text"
+    json = "json"
+
+
 @app.command()
 def validate(
     specs: Annotated[
-        list[Path], typer.Argument(help="spec files (layouts/*.yaml)", metavar="SPEC...")
+        list[Path], typer.Argument(help="spec files (layouts/*.yaml)", metavar="SPEC")
     ],
     fmt: Annotated[
         Format, typer.Option("--format", help="gcc: path:line:col lines; github: annotations")
@@ -125,7 +130,7 @@ def plan(
 def render(
     specs: Annotated[
         list[Path] | None,
-        typer.Argument(help="spec files (default: layouts/*.yaml)", metavar="[SPEC...]"),
+        typer.Argument(help="spec files (default: layouts/*.yaml)", metavar="SPEC"),
     ] = None,
     out: Annotated[Path, typer.Option("-o", "--out", help="output root")] = Path("out"),
     check: Annotated[
@@ -287,7 +292,9 @@ def _write_out(
 def diff(
     old: Annotated[str, typer.Argument(help="a spec path or REV:path", metavar="OLD")],
     new: Annotated[str, typer.Argument(help="a spec path or REV:path", metavar="NEW")],
-    fmt: Annotated[str, typer.Option("--format", help="text or json")] = "text",
+    fmt: Annotated[
+        DiffFormat, typer.Option("--format", help="text: summary and diffs; json: the summary")
+    ] = DiffFormat.text,
 ) -> None:
     """Compare two versions of a layout: semantic summary, then file diffs. Exit 2 if changed."""
     import json
@@ -295,9 +302,6 @@ def diff(
     from layoutgen.errors import InvalidInput, LayoutgenError
     from layoutgen.render import diff as d
 
-    if fmt not in ("text", "json"):
-        print(f"error: --format {fmt!r}: use text or json", file=sys.stderr)
-        raise typer.Exit(2)
     try:
         a, b = d.load(old), d.load(new)
     except InvalidInput as exc:

@@ -62,7 +62,7 @@ def test_explain(tmp_path: Path) -> None:
     result = run_cli(["validate", "--explain", str(write(tmp_path))])
     assert result.code == 0
     assert "service worker0 (role worker):" in result.stdout
-    assert "  parallel = 2  (role: role worker: seed 001 found" in result.stdout
+    assert "  parallel = 2  (role worker: seed 001 found" in result.stdout
 
 
 def test_missing_file_is_an_error_not_a_traceback(tmp_path: Path) -> None:

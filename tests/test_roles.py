@@ -62,5 +62,8 @@ def test_explain_lists_every_setting_with_its_origin() -> None:
     assert lines[0] == "service grandpa (role orchestrator):"
     assert len(lines) == 1 + len(DEFAULTED)
     assert "  threads = 15  (spec)" in lines
-    assert any(line.startswith("  experts = auto (policy: head-tail)  (role:") for line in lines)
+    assert any(
+        line.startswith("  experts = auto (policy: head-tail)  (role orchestrator:")
+        for line in lines
+    )
     assert "  batch = 2048  (default: llama.cpp default)" in lines

@@ -50,6 +50,8 @@ def render(v: Validated, spec_name: str, templates: Path | None = None) -> dict[
     import jinja2
 
     folder = templates or default_templates()
+    if not folder.is_dir():
+        raise TemplateError(f"{folder}: no such directory (--templates)")
     missing = [k for k in KINDS if not (folder / k).is_file()]
     if missing:
         raise TemplateError(f"{folder}: missing template(s) {', '.join(missing)}")

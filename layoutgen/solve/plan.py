@@ -201,7 +201,11 @@ def to_text(plan: Plan) -> str:
         if not sp.expert_layers:
             continue
         lines.append(f"{sp.name}: expert layers")
-        for dev_id, layers in sp.expert_layers.items():
+        # GPUs first, in the host's order, then host RAM (whatever the GPU ids sort as)
+        rank = {d.id: i for i, d in enumerate(plan.devices)}
+        for dev_id, layers in sorted(
+            sp.expert_layers.items(), key=lambda i: (i[0] == "host", rank.get(i[0], 0), i[0])
+        ):
             where = "host RAM" if dev_id == "host" else dev_id
             lines.append(
                 f"  {where:<9} {len(layers):>3}  {format_layers(layers, sep='-', join=', ')}"

@@ -39,6 +39,7 @@ DEFAULTED = (
 )
 
 ALL_GPUS = object()  # placeholder: "every GPU of the host", resolved per spec
+ROOMIEST_GPU = object()  # placeholder: "the GPU with the most usable VRAM", resolved per spec
 
 #: Defaults every role shares: llama.cpp's own defaults, written down so that
 #: the plan does not depend on a runtime version's choice.
@@ -89,6 +90,11 @@ ROLES: MappingProxyType[str, dict[str, Default]] = MappingProxyType(
             ),
         },
         "embedding": {
+            "gpus": Default(
+                ROOMIEST_GPU,
+                "role embedding: one GPU, the one with the most usable VRAM (each GPU a "
+                "server touches costs it a process's overhead)",
+            ),
             "parallel": Default(1, "role embedding: one slot"),
             "experts": Default(
                 ExpertsGpu(), "role embedding: small and resident, placed with the workers"
@@ -140,8 +146,19 @@ def resolve_service(spec: Spec, name: str) -> ResolvedService:
         value = chosen.value
         if value is ALL_GPUS:
             value = tuple(g.id for g in spec.host.gpus)
+        elif value is ROOMIEST_GPU:
+            value = _roomiest(spec)
         values[key], origins[key] = value, origin
     return ResolvedService(name=name, service=svc, origins=origins, **values)
+
+
+def _roomiest(spec: Spec) -> tuple[str, ...]:
+    """The GPU with the most usable VRAM (capacity - reserve), the first in spec order
+    among equals; none on a CPU-only host."""
+    if not spec.host.gpus:
+        return ()
+    best = max(spec.host.gpus, key=lambda g: (g.vram - g.reserve, -spec.host.gpus.index(g)))
+    return (best.id,)
 
 
 def resolve(spec: Spec) -> tuple[ResolvedService, ...]:
@@ -157,6 +174,8 @@ def explain(resolved: ResolvedService) -> list[str]:
         shown = _show(getattr(resolved, key))
         if origin.source == "spec":
             lines.append(f"  {key} = {shown}  (spec)")
+        elif origin.source == "role":  # the reason names the role: "role batch: ..."
+            lines.append(f"  {key} = {shown}  ({origin.why})")
         else:
             lines.append(f"  {key} = {shown}  ({origin.source}: {origin.why})")
     return lines
