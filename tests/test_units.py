@@ -110,3 +110,42 @@ def test_container_services_need_the_hosts_podman_version() -> None:
     doc = parse(text, "f.yaml", FINAL)
     with pytest.raises(InvalidInput, match=r"host\.podman is not set: write the podman version"):
         validate_document(doc)  # refused before render, as render would refuse it
+
+
+def test_plain_units_and_scripts_replace_a_leftover_container_as_quadlet_does() -> None:
+    """Issue 15 item 6: quadlet's generated command carries --replace; the plain
+    systemd unit and the script did not, so a container left by a crash blocked
+    the next start."""
+    files = render(validate_file(FINAL, "f.yaml"), "f.yaml")
+    for path, text in files.items():
+        if path.endswith(".service") and "/usr/bin/podman run" in text:
+            run = next(line for line in text.splitlines() if line.startswith("ExecStart="))
+            assert " --rm --replace --name " in run, path
+        if path.endswith(".sh"):
+            assert "--replace" in text, path
+
+
+def test_every_unit_a_rendered_unit_names_is_rendered_beside_it() -> None:
+    """Wants=/After=/Conflicts= name only units of the same host's output (or
+    systemd's own targets): installing one host's directory resolves every
+    dependency."""
+    for layout in sorted((ROOT / "layouts").glob("*.yaml")):
+        v = validate_file(layout, layout.name)
+        files = render(v, layout.name)
+        for kind, suffix in (("quadlet", ".container"), ("systemd", ".service")):
+            units = {p for p in files if f"/{kind}/" in p}
+            names = {p.rsplit("/", 1)[1].removesuffix(suffix) + ".service" for p in units}
+            for path in units:
+                for line in files[path].splitlines():
+                    key, _, value = line.partition("=")
+                    if key not in ("Wants", "After", "Conflicts", "Requires"):
+                        continue
+                    for unit in value.split():
+                        if unit.endswith(".target"):
+                            continue
+                        host_units = names | {
+                            p.rsplit("/", 1)[1]
+                            for p in files
+                            if p.endswith(".service") and "/systemd/" in p
+                        }
+                        assert unit in host_units, (layout.name, path, unit)

@@ -223,7 +223,9 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
     devices = [f"nvidia.com/gpu={i}" for i in local]
     caps = list(svc.capabilities)
 
-    options = ["--rm", "--name", rs.name]
+    # --replace: a container left behind by a crash (same name) is removed first, as
+    # quadlet's own generated command does; otherwise the unit cannot start again
+    options = ["--rm", "--replace", "--name", rs.name]
     for dev in devices:
         options += ["--device", dev]
     options += ["--env", "CUDA_DEVICE_ORDER=PCI_BUS_ID"]

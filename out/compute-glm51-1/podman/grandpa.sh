@@ -4,6 +4,7 @@
 set -eu
 exec podman run \
   --rm \
+  --replace \
   --name grandpa \
   --device nvidia.com/gpu=0 \
   --device nvidia.com/gpu=1 \

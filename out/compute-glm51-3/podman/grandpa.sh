@@ -4,6 +4,7 @@
 set -eu
 exec podman run \
   --rm \
+  --replace \
   --name grandpa \
   --device nvidia.com/gpu=1 \
   --env CUDA_DEVICE_ORDER=PCI_BUS_ID \

@@ -4,6 +4,7 @@
 set -eu
 exec podman run \
   --rm \
+  --replace \
   --name naughty-worker0 \
   --device nvidia.com/gpu=0 \
   --env CUDA_DEVICE_ORDER=PCI_BUS_ID \

@@ -4,6 +4,7 @@
 set -eu
 exec podman run \
   --rm \
+  --replace \
   --name batch-lane \
   --env CUDA_DEVICE_ORDER=PCI_BUS_ID \
   --publish 127.0.0.1:8001:8001 \
