@@ -46,31 +46,55 @@ def _spec(conflicts: dict[str, list[str]]) -> Spec:
 
 
 def test_scenarios_are_maximal_sets_of_services_that_run_together() -> None:
-    assert scenarios(_spec({})) == [frozenset("abcd")]
+    assert scenarios(_spec({})).all() == [frozenset("abcd")]
     # a conflicts with b (written once, symmetric): {a, c, d} and {b, c, d}.
-    assert scenarios(_spec({"a": ["b"]})) == [frozenset("acd"), frozenset("bcd")]
+    assert scenarios(_spec({"a": ["b"]})).all() == [frozenset("acd"), frozenset("bcd")]
     # a with b, b with c: {a, c, d} and {b, d}.
-    assert scenarios(_spec({"a": ["b"], "c": ["b"]})) == [frozenset("acd"), frozenset("bd")]
+    assert scenarios(_spec({"a": ["b"], "c": ["b"]})).all() == [
+        frozenset("acd"),
+        frozenset("bd"),
+    ]
 
 
-def test_too_many_scenarios_are_refused_before_they_are_enumerated() -> None:
-    """k independent conflicting pairs make 2**k scenarios: 7 pairs (128) are refused."""
-    import pytest
-
-    from layoutgen.solve.solver import MAX_SCENARIOS, DoesNotFit
-
+def _pairs(k: int, hub: bool = False) -> Spec:
+    """2k services in k conflicting pairs (2**k scenarios); with a hub that conflicts
+    with all of them, one connected group of 2**k + 1 maximal sets."""
     data = YAML(typ="safe").load(VALID)
     base = data["services"]["worker0"]
-    names = [f"s{i:02d}" for i in range(14)]
+    names = [f"s{i:02d}" for i in range(2 * k)]
     data["services"] = {
         name: dict(base, port=9000 + i, conflicts=[names[i + 1]] if i % 2 == 0 else [])
         for i, name in enumerate(names)
     }
-    with pytest.raises(DoesNotFit) as info:
-        scenarios(Spec.model_validate(data))
+    if hub:
+        data["services"]["hub"] = dict(base, port=8999, conflicts=names)
+    return Spec.model_validate(data)
+
+
+def test_independent_conflicts_are_not_multiplied_out() -> None:
+    """Issue 15: 12 disjoint pairs are 4,096 scenarios; each pair is a group of two
+    sets, and the worst scenario per device is the worst set per group."""
+    sc = scenarios(_pairs(12))
+    assert len(sc.groups) == 12 and all(len(g) == 2 for g in sc.groups)
+    use = {f"s{i:02d}": i for i in range(24)}  # the odd one of each pair uses more
+    worst = sc.worst(use)
+    assert worst == frozenset(f"s{i:02d}" for i in range(1, 24, 2))
+    assert sc.worst(use, given="s00") == (worst - {"s01"}) | {"s00"}
+    # the same answer as the listing of all 2**k scenarios, on a small case
+    small = scenarios(_pairs(4))
+    u = {f"s{i:02d}": (7 * i) % 5 for i in range(8)}
+    best = max(small.all(), key=lambda w: sum(u.get(n, 0) for n in w))
+    assert sum(u[n] for n in small.worst(u)) == sum(u[n] for n in best)
+
+
+def test_one_group_with_too_many_sets_is_refused_at_its_first_service() -> None:
+    import pytest
+
+    from layoutgen.solve.scenarios import MAX_GROUP_SETS, TooManyScenarios
+
+    with pytest.raises(TooManyScenarios) as info:
+        scenarios(_pairs(7, hub=True))  # 2**7 + 1 sets in one group
     (problem,) = info.value.problems
-    assert problem.path == ("services", "s00", "conflicts")
-    assert f"more than {MAX_SCENARIOS} alternative sets" in problem.message
-    # 6 pairs (64 scenarios) are still planned
-    del data["services"]["s12"], data["services"]["s13"]
-    assert len(scenarios(Spec.model_validate(data))) == 64
+    assert problem.path == ("services", "hub", "conflicts")
+    assert f"more than {MAX_GROUP_SETS} alternative sets" in problem.message
+    assert len(scenarios(_pairs(5, hub=True)).groups[0]) == 2**5 + 1  # 33: planned

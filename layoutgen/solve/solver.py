@@ -30,7 +30,7 @@ from layoutgen.solve.footprint import (
 )
 from layoutgen.solve.placement import expert_kind, expert_name
 from layoutgen.solve.plan import PARTS, DevicePlan, Part, Plan, ServicePlan
-from layoutgen.spec.checks import conflicting
+from layoutgen.solve.scenarios import Scenarios, TooManyScenarios, scenarios
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import ExpertsAuto, ExpertsExplicit, ExpertsGpu, ExpertsNCpuMoe, Spec
 from layoutgen.spec.sizes import format_size
@@ -92,50 +92,6 @@ def _bisect(ordered: list[int]) -> list[int]:
     return out
 
 
-#: Most scenarios (maximal sets of services that run together) a spec may have:
-#: each is solved on its own, and ``k`` independent conflicting pairs make 2**k.
-MAX_SCENARIOS = 64
-
-
-def scenarios(spec: Spec) -> list[frozenset[str]]:
-    """Maximal sets of services that may run together (``conflicts`` is symmetric).
-
-    Refused (a located error) past :data:`MAX_SCENARIOS`: the enumeration is
-    exponential in the number of conflicting services, so it stops early.
-    """
-    names = sorted(spec.services)
-    clash = conflicting(spec)
-    found: list[frozenset[str]] = []
-    budget = [MAX_SCENARIOS * 64]  # candidate sets looked at before giving up
-
-    def grow(chosen: frozenset[str], rest: list[str]) -> None:
-        if not rest:
-            budget[0] -= 1
-            if not any(chosen < f for f in found):
-                found[:] = [f for f in found if not f < chosen] + [chosen]
-            if len(found) > MAX_SCENARIOS or budget[0] < 0:
-                first = next(n for n in names if clash[n])
-                raise DoesNotFit(
-                    [
-                        Problem(
-                            ("services", first, "conflicts"),
-                            f"services.{first}.conflicts: the services' conflicts make more than "
-                            f"{MAX_SCENARIOS} alternative sets of services, each planned on its "
-                            "own; split the spec, or declare fewer conflicts",
-                        )
-                    ]
-                )
-            return
-        head, tail = rest[0], rest[1:]
-        if not (clash[head] & chosen):
-            grow(chosen | {head}, tail)
-        if clash[head]:
-            grow(chosen, tail)
-
-    grow(frozenset(), names)
-    return sorted(found, key=lambda f: sorted(f))
-
-
 def solve(
     spec: Spec, services: Sequence[ResolvedService], profiles: Mapping[str, Profile], name: str
 ) -> Plan:
@@ -162,7 +118,10 @@ def solve(
             n,
         ),
     )
-    worlds = scenarios(spec)
+    try:
+        worlds = scenarios(spec)
+    except TooManyScenarios as exc:
+        raise DoesNotFit(exc.problems) from None
     placed: dict[str, ServicePlan] = {}
     splits = {n: layer_split(settings[n], shares_of[n]) for n in order}
     # Every service's fixed part first -- for auto services, all experts on the
@@ -208,21 +167,25 @@ def _fixed_experts(
     return {}, {}  # host, and the starting point of auto
 
 
-def _used_beside(
-    n: str, placed: Mapping[str, ServicePlan], worlds: Iterable[frozenset[str]]
-) -> dict[str, int]:
-    """Per device: the most the already-placed services use beside ``n`` in any scenario."""
+def _used_beside(n: str, placed: Mapping[str, ServicePlan], worlds: Scenarios) -> dict[str, int]:
+    """Per device: the most the already-placed services use beside ``n`` in any
+    scenario that includes ``n``."""
+    per = _per_device(placed[o] for o in placed if o != n)
     out: dict[str, int] = {}
-    for world in worlds:
-        if n not in world:
-            continue
-        per: dict[str, int] = {}
-        for other in (world & set(placed)) - {n}:
-            for buf, part in placed[other].buffers.items():
-                dev = placed[other].device_of[buf]
-                per[dev] = per.get(dev, 0) + part.total
-        for dev, used in per.items():
-            out[dev] = max(out.get(dev, 0), used)
+    for dev, use in per.items():
+        world = worlds.worst(use, given=n)
+        out[dev] = sum(v for s, v in use.items() if s in world)
+    return out
+
+
+def _per_device(plans: Iterable[ServicePlan]) -> dict[str, dict[str, int]]:
+    """device -> service -> bytes it uses there."""
+    out: dict[str, dict[str, int]] = {}
+    for sp in plans:
+        for buf, part in sp.buffers.items():
+            dev = sp.device_of[buf]
+            out.setdefault(dev, {})
+            out[dev][sp.name] = out[dev].get(sp.name, 0) + part.total
     return out
 
 
@@ -231,7 +194,7 @@ def _fill(
     s: Setting,
     layers: Mapping[int, str],
     placed: Mapping[str, ServicePlan],
-    worlds: Sequence[frozenset[str]],
+    worlds: Scenarios,
     capacity: Mapping[str, int],
     reserve: Mapping[str, int],
 ) -> tuple[dict[int, str], dict[str, str]]:
@@ -373,29 +336,30 @@ def _limits(spec: Spec) -> dict[str, tuple[int, int]]:
 def _fit(
     spec: Spec,
     placed: Mapping[str, ServicePlan],
-    worlds: Sequence[frozenset[str]],
+    worlds: Scenarios,
     order: Sequence[str],
 ) -> list[Problem]:
     problems: list[Problem] = []
     seen: set[tuple[str, str]] = set()
-    for world in worlds:
-        use = _device_use(placed[n] for n in order if n in world and n in placed)
-        for dev, (cap, res) in _limits(spec).items():
-            parts = use.get(dev, [])
-            need = sum(p[3] for p in parts)
-            if need <= cap - res:
+    per = _per_device(placed[n] for n in order if n in placed)
+    for dev, (cap, res) in _limits(spec).items():
+        # the worst set of services that run together on this device
+        world = worlds.worst(per.get(dev, {}))
+        parts = _device_use(placed[n] for n in order if n in world and n in placed).get(dev, [])
+        need = sum(p[3] for p in parts)
+        if need <= cap - res:
+            continue
+        for culprit, own in _culprits(parts, cap - res, order):
+            if (culprit, dev) in seen:
                 continue
-            for culprit, own in _culprits(parts, cap - res, order):
-                if (culprit, dev) in seen:
-                    continue
-                seen.add((culprit, dev))
-                bufs = [b for b, d in placed[culprit].device_of.items() if d == dev]
-                problems.append(
-                    Problem(
-                        ("services", culprit),
-                        _shortfall(culprit, dev, bufs, need, cap, res, parts, alone=own),
-                    )
+            seen.add((culprit, dev))
+            bufs = [b for b, d in placed[culprit].device_of.items() if d == dev]
+            problems.append(
+                Problem(
+                    ("services", culprit),
+                    _shortfall(culprit, dev, bufs, need, cap, res, parts, alone=own),
                 )
+            )
     threads = sum(spec.services[n].threads or 0 for n in spec.services)
     if threads > spec.host.cpu.threads:
         problems.append(
@@ -473,13 +437,12 @@ def _mib(n: int) -> str:
 
 
 def _devices(
-    spec: Spec, placed: Mapping[str, ServicePlan], worlds: Sequence[frozenset[str]]
+    spec: Spec, placed: Mapping[str, ServicePlan], worlds: Scenarios
 ) -> tuple[DevicePlan, ...]:
     used: dict[str, int] = {}
-    for world in worlds:
-        use = _device_use(placed[n] for n in sorted(world) if n in placed)
-        for dev, parts in use.items():
-            used[dev] = max(used.get(dev, 0), sum(p[3] for p in parts))
+    for dev, use in _per_device(placed.values()).items():
+        world = worlds.worst(use)
+        used[dev] = sum(v for s, v in use.items() if s in world)
     return tuple(
         DevicePlan(dev, cap, res, used.get(dev, 0)) for dev, (cap, res) in _limits(spec).items()
     )
