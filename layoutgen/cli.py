@@ -484,10 +484,20 @@ def _gpu_ids(spec: Path) -> list[str]:
 
 
 @app.command()
-def schema() -> None:
-    """Print the JSON Schema of the spec (for editors and yaml-language-server)."""
+def schema(
+    profile: Annotated[
+        bool, typer.Option("--profile", help="the model profile's schema instead of the spec's")
+    ] = False,
+) -> None:
+    """Print the JSON Schema of the spec, or of a model profile (for editors and
+    yaml-language-server, e.g. for a profile kept outside this repository)."""
     import json
 
+    if profile:
+        from layoutgen.models.profile import json_schema as profile_schema
+
+        print(json.dumps(profile_schema(), indent=2, sort_keys=True))
+        return
     from layoutgen.spec.schema import json_schema
 
     print(json.dumps(json_schema(), indent=2, sort_keys=True))

@@ -140,3 +140,15 @@ def test_render_defaults_to_the_layouts_here(tmp_path: Path, monkeypatch: object
     assert run_cli(["render"]).code == 0
     assert (tmp_path / "out" / "compute" / "plan.json").is_file()
     assert run_cli(["render", "--check"]).code == 0
+
+
+def test_schema_profile_prints_the_committed_profile_schema() -> None:
+    """Issue 15 item 5: a profile kept outside the repository gets its schema from
+    the tool: `layoutgen schema --profile > profile.schema.json`."""
+    from conftest import ROOT
+
+    result = run_cli(["schema", "--profile"])
+    assert result.code == 0
+    committed = (ROOT / "layouts" / "schema" / "profile.schema.json").read_text()
+    assert json.loads(result.stdout) == json.loads(committed)
+    assert json.loads(run_cli(["schema"]).stdout)["title"] == "layoutgen spec"
