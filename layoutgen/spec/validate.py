@@ -82,6 +82,28 @@ def _render_checks(spec: Spec, plan: Plan, services: tuple[ResolvedService, ...]
     return []
 
 
+#: parsed profiles by (name, sha256 of the file's bytes): specs of one run that
+#: share a profile parse it once (12 layouts named 5 files 15 times)
+_PARSED: dict[tuple[str, str], Profile] = {}
+
+
+def _load_profile(path: Path, name: str) -> Profile:
+    """:func:`load_profile`, once per content: the bytes are read and hashed each
+    time (cheap), the YAML parsed and checked only for content not seen before."""
+    import hashlib
+
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return load_profile(path, name)  # load_profile reports it, located
+    key = (name, digest)
+    if key not in _PARSED:
+        if len(_PARSED) >= 64:
+            _PARSED.clear()
+        _PARSED[key] = load_profile(path, name)
+    return _PARSED[key]
+
+
 def _profiles(
     spec: Spec, doc: source.Document
 ) -> tuple[dict[str, Profile], list[Problem], list[Diagnostic]]:
@@ -111,7 +133,7 @@ def _profiles(
         key = path.resolve()
         if key not in loaded:
             try:
-                loaded[key] = load_profile(path, os.path.normpath(path))
+                loaded[key] = _load_profile(path, os.path.normpath(path))
             except InvalidInput as exc:
                 loaded[key] = None
                 elsewhere.extend(exc.diagnostics)
