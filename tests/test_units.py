@@ -12,6 +12,7 @@ from layoutgen.render.units import QUADLET_SINCE
 from layoutgen.spec.source import parse
 from layoutgen.spec.validate import validate_document, validate_file
 
+import specs
 from conftest import ROOT, run_cli
 
 FINAL = ROOT / "layouts" / "familiar-final.yaml"
@@ -149,3 +150,41 @@ def test_every_unit_a_rendered_unit_names_is_rendered_beside_it() -> None:
                             if p.endswith(".service") and "/systemd/" in p
                         }
                         assert unit in host_units, (layout.name, path, unit)
+
+
+UUID0 = "GPU-5a2c1f3e-8d4b-4c6a-9e7f-0123456789ab"
+GPU0 = "{id: gpu0, index: 0, vram: 97247MiB, reserve: 1GiB}"
+GPU1 = "{id: gpu1, index: 1, vram: 97247MiB, reserve: 1GiB}"
+
+
+def _uuid_spec(tmp: Path, **uuids: str) -> Path:
+    text = specs.VALID
+    for gpu, line in (("gpu0", GPU0), ("gpu1", GPU1)):
+        if gpu in uuids:
+            assert line in text
+            text = text.replace(line, f"{line[:-1]}, uuid: {uuids[gpu]}}}")
+    return specs.write(tmp, text)
+
+
+def test_a_gpu_with_a_uuid_is_passed_to_podman_by_uuid(tmp_path: Path) -> None:
+    """Issue 16: a layout follows the card, not its index, when indices change after
+    a reboot or a new card; nvidia-ctk's CDI spec names each GPU by UUID too."""
+    path = _uuid_spec(tmp_path, gpu0=UUID0)
+    files = render(validate_file(path, "spec.yaml"), "spec.yaml")
+    units = "\n".join(t for p, t in files.items() if p.endswith((".container", ".service", ".sh")))
+    assert f"nvidia.com/gpu={UUID0}" in units
+    assert "nvidia.com/gpu=0" not in units
+    assert "nvidia.com/gpu=1" in units  # no uuid: by index
+
+
+@pytest.mark.parametrize("uuid", ['"GPU-5A2C"', '"0"', "GPU-5A2C1F3E-8D4B-4C6A-9E7F-0123456789AB"])
+def test_a_malformed_gpu_uuid_is_refused_where_it_is_written(tmp_path: Path, uuid: str) -> None:
+    path = _uuid_spec(tmp_path, gpu0=uuid)
+    with pytest.raises(InvalidInput, match=r"spec\.yaml:\d+:\d+: .*is not an NVML GPU UUID"):
+        validate_file(path, "spec.yaml")
+
+
+def test_one_uuid_on_two_gpus_is_refused(tmp_path: Path) -> None:
+    path = _uuid_spec(tmp_path, gpu0=UUID0, gpu1=UUID0)
+    with pytest.raises(InvalidInput, match=r"host\.gpus\[1\]\.uuid: .* is already host\.gpus\[0\]"):
+        validate_file(path, "spec.yaml")

@@ -212,15 +212,20 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
     svc = rs.service
     runtime = spec.runtimes[svc.runtime]
     model_path = PurePosixPath(spec.models[svc.model].path)
-    index = {g.id: g.index for g in spec.host.gpus}
+    by_id = {g.id: g for g in spec.host.gpus}
     pinned = _pinned(spec, rs, sp)
     health = f"curl -fsS http://127.0.0.1:{svc.port}/health"
     timeout = timeout_start(sp)
     description = f"layoutgen: {rs.name} ({svc.role}, model {svc.model})"
     publish = f"{'0.0.0.0' if svc.expose else '127.0.0.1'}:{svc.port}:{svc.port}"
     volume = f"{model_path.parent}:{MODELS_DIR / svc.model}:ro,z"
-    local = sorted(i for i in (index[g] for g in rs.gpus) if i is not None)  # rpc: None
-    devices = [f"nvidia.com/gpu={i}" for i in local]
+    # CDI names: the UUID when the spec gives one (it follows the card when indices
+    # change), else the NVML index; in index order, which CUDA_DEVICE_ORDER keeps
+    local = sorted(
+        (by_id[g] for g in rs.gpus if by_id[g].index is not None),  # rpc: no index
+        key=lambda g: g.index or 0,
+    )
+    devices = [f"nvidia.com/gpu={g.uuid or g.index}" for g in local]
     caps = list(svc.capabilities)
 
     # --replace: a container left behind by a crash (same name) is removed first, as

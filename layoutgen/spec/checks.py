@@ -214,6 +214,7 @@ def _host(spec: Spec) -> Iterator[Problem]:
         )
     seen_ids: dict[str, int] = {}
     seen_index: dict[int, int] = {}
+    seen_uuid: dict[str, int] = {}
     seen_endpoints: dict[str, int] = {}
     for i, gpu in enumerate(host.gpus):
         if gpu.id in seen_ids:
@@ -231,6 +232,14 @@ def _host(spec: Spec) -> Iterator[Problem]:
                     f"host.gpus[{seen_index[gpu.index]}]; each physical GPU appears once",
                 )
             seen_index.setdefault(gpu.index, i)
+        if gpu.uuid is not None:
+            if gpu.uuid in seen_uuid:
+                yield Problem(
+                    ("host", "gpus", i, "uuid"),
+                    f"host.gpus[{i}].uuid: {gpu.uuid} is already host.gpus[{seen_uuid[gpu.uuid]}]"
+                    "; each physical GPU appears once",
+                )
+            seen_uuid.setdefault(gpu.uuid, i)
         if gpu.rpc is not None:
             yield from _rpc(host, i, gpu.rpc, seen_endpoints)
         if gpu.reserve >= gpu.vram:

@@ -55,6 +55,8 @@ SECRET = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,252}")
 DEVICE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
 #: runtime buffer names as logs print them: CUDA0, CUDA_Host, RPC0[127.0.0.1:50052]
 BUFFER = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}(?:\[[A-Za-z0-9.:\[\]-]{1,64}\])?")
+#: NVML UUIDs: "GPU-" and 8-4-4-4-12 hex digits (MIG instances are not GPUs of a spec).
+GPU_UUID = re.compile(r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 #: Characters a host path may hold besides letters and digits: none of them is
 #: special to podman's volume syntax, unit files, systemd specifiers or sh.
@@ -210,6 +212,11 @@ secret = _matching(
 )
 device = _matching(
     DEVICE, "a backend device name; write it as llama.cpp names it, e.g. CUDA0 or CPU"
+)
+gpu_uuid = _matching(
+    GPU_UUID,
+    "an NVML GPU UUID; write it as `nvidia-smi -L` or `layoutgen probe` prints it, "
+    "e.g. GPU-5a2c1f3e-8d4b-4c6a-9e7f-0123456789ab",
 )
 buffer = _matching(
     BUFFER,

@@ -126,6 +126,7 @@ Image = Annotated[str, AfterValidator(literals.image)]
 SecretName = Annotated[str, AfterValidator(literals.secret)]
 DeviceName = Annotated[str, AfterValidator(literals.device)]
 BufferName = Annotated[str, AfterValidator(literals.buffer)]
+GpuUuid = Annotated[str, AfterValidator(literals.gpu_uuid)]
 
 #: Bounds by what a field can mean: no model has more layers (profiles: 4,096),
 #: no host more cores or GPUs, no context more than 2**30 tokens.  Beyond
@@ -252,6 +253,12 @@ class Gpu(Strict):
     )
     reserve: Size = Field(description="memory layoutgen must leave free (display, other users)")
     name: Text | None = Field(default=None, description="model name, for people")
+    uuid: GpuUuid | None = Field(
+        default=None,
+        description="NVML UUID of a local GPU (layoutgen probe prints it): the rendered "
+        "units then name the card by UUID (nvidia.com/gpu=GPU-...), so the layout follows "
+        "the card when indices change, and doctor checks the card is there",
+    )
     rpc: Rpc | None = Field(
         default=None, description="a remote device served by ggml-rpc-server instead of a local GPU"
     )
@@ -262,6 +269,10 @@ class Gpu(Strict):
             raise ValueError(
                 "give exactly one of 'index' (the NVML index of a local GPU) or 'rpc' "
                 "(a device served by ggml-rpc-server)"
+            )
+        if self.uuid is not None and self.rpc is not None:
+            raise ValueError(
+                "'uuid' names a local GPU; an rpc device is another host's: remove 'uuid'"
             )
         return self
 
