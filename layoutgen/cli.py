@@ -86,6 +86,14 @@ def inspect(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="write the profile here, not stdout")
     ] = None,
+    header_only: Annotated[
+        bool,
+        typer.Option(
+            "--header-only",
+            help="each shard file holds only the first bytes of the real one (a range "
+            "request), enough for its header",
+        ),
+    ] = False,
 ) -> None:
     """Write a model profile from GGUF headers (all shards; tensor data is not read)."""
     from layoutgen.errors import LayoutgenError
@@ -93,7 +101,7 @@ def inspect(
     from layoutgen.models.profile import dump_profile
 
     try:
-        text = dump_profile(inspect_model(model))
+        text = dump_profile(inspect_model(model, header_only=header_only))
         if output is None:
             sys.stdout.write(text)
         else:

@@ -548,6 +548,24 @@ def test_hostile_header(tmp_path: Path, case_id: str) -> None:
     assert_one_line_error(["inspect", str(made.path)], f"{made.path}: {message(made)}")
 
 
+@pytest.mark.parametrize("case_id", sorted(CASES))
+def test_hostile_header_read_as_a_prefix(tmp_path: Path, case_id: str) -> None:
+    """--header-only trusts no more: the same bounds, one line, never a traceback.
+    A case about tensor data past the end of the file is no error there (a prefix
+    has no data); every other case fails as without the flag."""
+    corrupt, message = CASES[case_id]
+    g = raw_model()
+    corrupt(g)
+    made = write(g, tmp_path / "m.gguf")
+    result = run_bounded(["inspect", "--header-only", str(made.path)])
+    if result.code == 0:
+        assert "truncated: tensor" in message(made), case_id
+        return
+    assert (result.code, result.stdout) == (1, ""), result
+    assert result.stderr.startswith(f"error: {made.path}: ") and result.stderr.count("\n") == 1
+    assert "Traceback" not in result.stderr
+
+
 def test_the_uncorrupted_model_inspects(tmp_path: Path) -> None:
     """The base of every case is valid: each message comes from its corruption alone."""
     made = write(raw_model(), tmp_path / "m.gguf")

@@ -145,3 +145,55 @@ def test_broken_models_are_one_line_errors_with_exit_1(tmp_path: Path) -> None:
         assert result.stdout == ""
         assert result.stderr.count("\n") == 1 and name in result.stderr
         assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+
+
+def _prefixes(shards: list[Path], into: Path, length: int) -> list[Path]:
+    """What `curl -r 0-(length-1)` of each shard leaves: its first bytes, same name."""
+    into.mkdir()
+    out = []
+    for shard in shards:
+        with shard.open("rb") as f:
+            (into / shard.name).write_bytes(f.read(length))
+        out.append(into / shard.name)
+    return out
+
+
+def test_header_only_reads_prefixes_of_shards_as_the_whole_files(tmp_path: Path) -> None:
+    """Issue 15 item 5: a model not yet downloaded, profiled from the first bytes of
+    each shard.  The profile equals the one of the full files, sizes included."""
+    kv = _kv("llama", 3, **{"tokenizer.ggml.tokens": (["tok"] * 3000, ARR)})
+    big = [  # each shard far longer than its prefix (the files are sparse)
+        Spec(t.name, (t.shape[0], t.shape[-1] * 1000), t.type_id, t.nbytes * 1000)
+        if len(t.shape) == 2
+        else t
+        for t in LLAMA
+    ]
+    shards = write_model(tmp_path / "m.gguf", "llama", kv, big, split_max_tensors=3)
+    assert len(shards) == 3
+    full = inspect_model(shards[0])
+    heads = _prefixes(shards, tmp_path / "heads", 64 << 10)
+    assert all(p.stat().st_size < s.stat().st_size for p, s in zip(heads, shards, strict=True))
+    out = tmp_path / "m.yaml"
+    result = CliRunner().invoke(app, ["inspect", "--header-only", str(heads[1]), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    got = load_profile(out)
+    assert list(got.tensors()) == list(full.tensors()) and got.hparams == full.hparams
+    assert [(f.name, f.size) for f in got.files] == [(s.name, s.stat().st_size) for s in shards]
+    assert "--header-only" in got.source
+
+    # without the flag, a prefix is what it looks like: a truncated file
+    result = CliRunner().invoke(app, ["inspect", str(heads[0])])
+    assert result.exit_code == 1 and "truncated" in result.output
+
+
+def test_header_only_asks_for_a_longer_prefix_when_the_header_does_not_fit(
+    tmp_path: Path,
+) -> None:
+    kv = _kv("llama", 3, **{"tokenizer.ggml.tokens": (["token"] * 20000, ARR)})
+    (path,) = write_model(tmp_path / "m.gguf", "llama", kv, LLAMA)
+    (head,) = _prefixes([path], tmp_path / "heads", 100_000)
+    result = CliRunner().invoke(app, ["inspect", "--header-only", str(head)])
+    assert result.exit_code == 1
+    assert result.output.startswith(f"error: {head}: the header continues past the 100,000 bytes")
+    assert "fetch a longer prefix, e.g. the first 16,777,216 bytes" in result.output
+    assert "Traceback" not in result.output

@@ -39,7 +39,7 @@ from __future__ import annotations
 import os
 import re
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -84,6 +84,10 @@ class GGUFError(LayoutgenError):
     """A GGUF file (or set of shards) that cannot be read as a model."""
 
 
+class _PastEnd(GGUFError):
+    """The header runs past the bytes there are: a truncated file, or a short prefix."""
+
+
 @dataclass(frozen=True)
 class SkippedArray:
     """A long array whose values were not kept (tokenizer tokens, merges, scores)."""
@@ -114,7 +118,8 @@ class Header:
     tensors: tuple[TensorInfo, ...]
     alignment: int
     data_offset: int
-    file_size: int
+    file_size: int  # bytes on disk; with ``prefix``, the bytes of the prefix only
+    prefix: bool = False  # read from the first bytes of the file only (--header-only)
 
 
 class _Cursor:
@@ -146,7 +151,9 @@ class _Cursor:
         return GGUFError(f"{self.path}: {message}")
 
     def truncated(self) -> GGUFError:
-        return self.error(f"truncated GGUF header (file ends at byte {self.size}) in {self.what}")
+        return _PastEnd(
+            f"{self.path}: truncated GGUF header (file ends at byte {self.size}) in {self.what}"
+        )
 
     def need(self, n: int) -> None:
         """Make ``n`` (at most about ``_CHUNK``) bytes from ``offset`` available in ``buf``."""
@@ -183,9 +190,9 @@ class _Cursor:
         """A length-prefixed string's bytes, or its length (stepped over) if above ``limit``."""
         n: int = self.unpack("<Q")
         if n > self.left:
-            raise self.error(
-                f"{what} is a string of {n} bytes at byte {self.offset - 8}, longer than "
-                f"the rest of the file ({self.left} bytes)"
+            raise _PastEnd(
+                f"{self.path}: {what} is a string of {n} bytes at byte {self.offset - 8}, "
+                f"longer than the rest of the file ({self.left} bytes)"
             )
         if n > limit:
             self.skip(n)
@@ -246,12 +253,28 @@ class _Cursor:
                 self.pos = pos
 
 
-def read_header(path: Path) -> Header:
-    """Key/values and tensor infos of one GGUF file."""
+def read_header(path: Path, *, prefix: bool = False) -> Header:
+    """Key/values and tensor infos of one GGUF file.
+
+    ``prefix``: the file holds only the first bytes of the real one (fetched
+    with a range request), which must contain the whole header; its tensor
+    data, and so its real size, are not there.
+    """
     try:
         with open_regular(path) as f:
             size = os.fstat(f.fileno()).st_size
-            return _parse(_Cursor(f, path, size), path, size)
+            try:
+                header = _parse(_Cursor(f, path, size), path, size)
+            except _PastEnd as exc:
+                if not prefix:
+                    raise
+                why = str(exc).removeprefix(f"{path}: ")
+                raise GGUFError(
+                    f"{path}: the header continues past the {size:,} bytes of this prefix "
+                    f"({why}); --header-only needs the whole header: fetch a longer prefix, "
+                    f"e.g. the first {_longer(size):,} bytes"
+                ) from None
+            return replace(header, prefix=True) if prefix else header
     except FileNotFoundError:
         raise GGUFError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -268,9 +291,9 @@ def _count(cur: _Cursor, says: str, what: str, maximum: int, least: int) -> int:
     if n > maximum:
         raise cur.error(f"{says} {n} {what}; layoutgen reads at most {maximum}")
     if n * least > cur.left:
-        raise cur.error(
-            f"truncated or corrupt GGUF header: {says} {n} {what}, more than the rest "
-            f"of the file can hold ({cur.left} bytes, at least {least} per item)"
+        raise _PastEnd(
+            f"{cur.path}: truncated or corrupt GGUF header: {says} {n} {what}, more than "
+            f"the rest of the file can hold ({cur.left} bytes, at least {least} per item)"
         )
     return n
 
@@ -319,10 +342,10 @@ def _parse(cur: _Cursor, path: Path, size: int) -> Header:
 def _room_for_tensors(cur: _Cursor, n_tensors: int) -> None:
     """The tensor count, checked again against the bytes left after the key/values."""
     if n_tensors * _MIN_TENSOR > cur.left:
-        raise cur.error(
-            f"truncated or corrupt GGUF header: the header says {n_tensors} tensors, more than "
-            f"the rest of the file can hold ({cur.left} bytes after the key/values, at "
-            f"least {_MIN_TENSOR} per tensor)"
+        raise _PastEnd(
+            f"{cur.path}: truncated or corrupt GGUF header: the header says {n_tensors} "
+            f"tensors, more than the rest of the file can hold ({cur.left} bytes after the "
+            f"key/values, at least {_MIN_TENSOR} per tensor)"
         )
 
 
@@ -436,9 +459,17 @@ def shard_paths(path: Path, count: int) -> list[Path]:
     ]
 
 
-def read_model(path: Path) -> list[Header]:
-    """Headers of every shard of the model ``path`` belongs to, in shard order."""
-    first = read_header(path)
+def _longer(size: int) -> int:
+    """A prefix length worth asking for next: the next power of two, 16 MiB at least."""
+    return max(16 << 20, 1 << (2 * size - 1).bit_length()) if size else 16 << 20
+
+
+def read_model(path: Path, *, prefix: bool = False) -> list[Header]:
+    """Headers of every shard of the model ``path`` belongs to, in shard order.
+
+    ``prefix``: each shard file holds only its first bytes (``read_header``).
+    """
+    first = read_header(path, prefix=prefix)
     count = split_count(first)
     if count <= 1:
         return [first]
@@ -449,7 +480,7 @@ def read_model(path: Path) -> list[Header]:
         elif not shard.exists():
             raise GGUFError(f"{shard}: missing shard {i + 1} of {count} (given {path.name})")
         else:
-            header = read_header(shard)
+            header = read_header(shard, prefix=prefix)
         _check_shard(header, first, i, count)
         headers.append(header)
     return headers
