@@ -7,7 +7,10 @@ review of that diff is what keeps them honest.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +20,13 @@ from hypothesis import settings
 from typer.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The profile cache (layoutgen/models/profile_cache.py) of this session's own:
+# nothing read from or left in the user's ~/.cache, every run starts cold.
+if "LAYOUTGEN_CACHE_DIR" not in os.environ:
+    _CACHE = tempfile.mkdtemp(prefix="layoutgen-test-cache-")
+    atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+    os.environ["LAYOUTGEN_CACHE_DIR"] = _CACHE
 
 # CI runs the same examples every time (a red CI must be reproducible);
 # developers' runs explore new ones and remember failures in .hypothesis/.

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -184,9 +185,17 @@ class Profile:
 
     def tensors(self) -> Iterator[Tensor]:
         """Every tensor, unfolded: name, type, shape, nbytes (and ``.layer``)."""
-        for e in self.entries:
-            for name in expand_name(e.name):
-                yield Tensor(name, e.type, e.shape, e.nbytes)
+        return iter(self._unfolded)
+
+    @cached_property
+    def _unfolded(self) -> tuple[Tensor, ...]:
+        # unfolded once per profile: the solver walks the tensors once per service
+        # and placement, and expanding the folded names was most of that walk
+        return tuple(
+            Tensor(name, e.type, e.shape, e.nbytes)
+            for e in self.entries
+            for name in expand_name(e.name)
+        )
 
     @property
     def total_bytes(self) -> int:

@@ -36,12 +36,14 @@ _EXPERT = re.compile(r"^blk\.(?P<layer>\d+)\.ffn_(?P<kind>up|gate|down|gate_up)_
 HOST = "host"
 
 
+@functools.lru_cache(maxsize=1 << 14)  # a few thousand names per profile, asked many times
 def expert_layer(name: str) -> int | None:
     """The layer of a routed-expert tensor (what ``--cpu-moe`` moves), else None."""
     m = _EXPERT.match(name)
     return int(m.group("layer")) if m else None
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def expert_kind(name: str) -> tuple[int, str] | None:
     """A routed-expert tensor's layer and kind (up, gate, down, gate_up), else None."""
     m = _EXPERT.match(name)

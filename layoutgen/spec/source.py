@@ -274,6 +274,11 @@ def load(path: Path, name: str | None = None) -> Document:
         raise refuse(f"cannot read: {exc.strerror}") from None
     except ValueError as exc:  # a NUL in the name
         raise refuse(f"cannot read: {exc}") from None
+    return parse_bytes(raw, display, path)
+
+
+def parse_bytes(raw: bytes, display: str, path: Path) -> Document:
+    """Parse a file's bytes as :func:`load` read them (size bound, UTF-8)."""
     check_size(len(raw), None, display)
     try:
         text = raw.decode("utf-8")
@@ -281,7 +286,8 @@ def load(path: Path, name: str | None = None) -> Document:
         before = raw[: exc.start].decode("utf-8", errors="replace")
         line = before.count("\n") + 1
         col = len(before) - (before.rfind("\n") + 1) + 1
-        raise refuse(f"not UTF-8 text ({exc.reason}); save the file as UTF-8", line, col) from None
+        message = f"not UTF-8 text ({exc.reason}); save the file as UTF-8"
+        raise InvalidInput([Diagnostic(display, line, col, Severity.ERROR, message)]) from None
     return parse(text, display, path)
 
 

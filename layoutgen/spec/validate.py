@@ -22,6 +22,7 @@ from layoutgen.spec import source
 from layoutgen.spec.checks import check
 from layoutgen.spec.roles import ResolvedService, resolve
 from layoutgen.spec.schema import Spec
+from layoutgen.spec.yamlbounds import MAX_PROFILE_BYTES
 
 
 @dataclass(frozen=True)
@@ -89,18 +90,26 @@ _PARSED: dict[tuple[str, str], Profile] = {}
 
 def _load_profile(path: Path, name: str) -> Profile:
     """:func:`load_profile`, once per content: the bytes are read and hashed each
-    time (cheap), the YAML parsed and checked only for content not seen before."""
+    time (cheap), the YAML parsed and checked only for content not seen before,
+    in this run or an earlier one (:mod:`layoutgen.models.profile_cache`)."""
     import hashlib
 
+    from layoutgen.models import profile_cache
+
     try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        with path.open("rb") as f:
+            data = f.read(MAX_PROFILE_BYTES + 1)
     except OSError:
         return load_profile(path, name)  # load_profile reports it, located
-    key = (name, digest)
+    key = (name, hashlib.sha256(data).hexdigest())
     if key not in _PARSED:
         if len(_PARSED) >= 64:
             _PARSED.clear()
-        _PARSED[key] = load_profile(path, name)
+        profile = profile_cache.get(data)
+        if profile is None:
+            profile = profile_from_document(source.parse_bytes(data, name, path))
+            profile_cache.put(data, profile)
+        _PARSED[key] = profile
     return _PARSED[key]
 
 
