@@ -15,9 +15,12 @@ import dataclasses
 import enum
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from layoutgen.spec.validate import Validated
 
 app = typer.Typer(
     name="layoutgen",
@@ -159,6 +162,13 @@ def render(
         float,
         typer.Option("--lock-timeout", help="seconds to wait for another render of the same out/"),
     ] = 60.0,
+    probe: Annotated[
+        bool,
+        typer.Option(
+            "--probe",
+            help="on the target host: refuse a spec whose GPUs are not this host's (NVML)",
+        ),
+    ] = False,
 ) -> None:
     """Render podman scripts, quadlet and systemd units, layout.md and plan.json per host.
 
@@ -193,6 +203,9 @@ def render(
         if result.validated is None:
             failed = True
             continue
+        if probe and not _gpus_are_here(result.validated, typed.get(result.name, result.name)):
+            failed = True
+            continue
         try:
             rendered[result.name] = render_files(result.validated, result.name, templates)
         except LayoutgenError as exc:
@@ -219,6 +232,26 @@ def render(
         raise typer.Exit(1)
     what = " ".join(["layoutgen render", *(str(s) for s in specs)])
     raise typer.Exit(_write_out(out, rendered, check, forget or [], lock_timeout, what))
+
+
+def _gpus_are_here(validated: Validated, shown: str) -> bool:
+    """``render --probe``: the spec's local GPUs are this host's, as doctor checks
+    them (by UUID, else index; memory; name); errors refuse the spec, warnings print."""
+    from layoutgen.errors import LayoutgenError, Severity
+    from layoutgen.live import findings, nvml
+    from layoutgen.live.doctor import LiveHost
+    from layoutgen.live.ports import Sockets
+
+    try:
+        report = nvml.read()
+    except LayoutgenError as exc:
+        print(f"{shown}: error: --probe: {exc}", file=sys.stderr)
+        return False
+    live = LiveHost(report, mem_available=None, memlock=None, sockets=Sockets(()), podman=None)
+    found = findings.diagnose(validated, live, only_gpus=True)
+    for f in found:
+        print(dataclasses.replace(f.diagnostic, file=shown).gcc(), file=sys.stderr)
+    return not any(f.diagnostic.severity is Severity.ERROR for f in found)
 
 
 def spec_label(spec: Path, out: Path) -> str:
@@ -509,6 +542,82 @@ def schema(
     from layoutgen.spec.schema import json_schema
 
     print(json.dumps(json_schema(), indent=2, sort_keys=True))
+
+
+@app.command()
+def probe(
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="write the host block here, not stdout")
+    ] = None,
+) -> None:
+    """Print this machine's host: block for a spec (CPU, RAM, NVIDIA GPUs through NVML,
+    CDI names, podman), each value with a comment naming its source."""
+    from layoutgen.errors import LayoutgenError
+    from layoutgen.live import nvml
+    from layoutgen.live.hostfacts import read_host
+    from layoutgen.live.probe import probe_text
+
+    try:
+        report = nvml.read()
+    except LayoutgenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    text = probe_text(read_host(), report)
+    if not report.available:
+        print(f"probe: no NVIDIA GPU read ({report.reason}): a CPU-only host", file=sys.stderr)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        print(f"error: {output}: cannot write: {exc.strerror}", file=sys.stderr)
+        raise typer.Exit(1) from None
+
+
+class DoctorFormat(enum.StrEnum):
+    text = "text"
+    json = "json"
+    github = "github"
+
+
+@app.command()
+def doctor(
+    spec: Annotated[Path, typer.Argument(help="the spec this host runs", metavar="SPEC")],
+    fmt: Annotated[
+        DoctorFormat,
+        typer.Option("--format", help="text: path:line:col lines; json; github: annotations"),
+    ] = DoctorFormat.text,
+    out: Annotated[
+        Path, typer.Option("-o", "--out", help="the output root render wrote (for stale units)")
+    ] = Path("out"),
+) -> None:
+    """Compare a spec and its plan with this host: GPUs (NVML), foreign VRAM users, running
+    services' VRAM, RAM and memlock, ports, model files, installed units, podman.
+    Exit 0 healthy, 1 findings (or an invalid spec), 2 usage."""
+    from layoutgen.errors import LayoutgenError
+    from layoutgen.live import doctor as live_doctor
+    from layoutgen.live import findings as live_findings
+    from layoutgen.live import nvml
+    from layoutgen.spec.validate import validate_files
+
+    (result,) = validate_files([(spec, str(spec))])
+    if result.validated is None:
+        for diag in result.diagnostics:
+            print(diag.github() if fmt is DoctorFormat.github else diag.gcc(), file=sys.stderr)
+        raise typer.Exit(1)
+    try:
+        report = nvml.read()
+    except LayoutgenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    live = live_doctor.gather(result.validated, report, out=out)
+    findings = live_findings.diagnose(result.validated, live)
+    sys.stdout.write(live_findings.format_findings(findings, fmt.value))
+    if not report.available:
+        print(f"doctor: no NVIDIA GPU read ({report.reason})", file=sys.stderr)
+    print(f"{spec}: {_count(len(findings), 'finding')}", file=sys.stderr)
+    raise typer.Exit(live_findings.exit_code(findings))
 
 
 def _count(n: int, noun: str) -> str:
