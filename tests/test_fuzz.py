@@ -522,8 +522,8 @@ resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
 atexit.register(lambda: sys.stderr.write("\\nmaxrss_kb=" + re.search(
     r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1) + "\\n"))
 sys.argv = ["layoutgen", "validate", sys.argv[1]]
-from layoutgen.cli import main
-main()
+from layoutgen.cli import app  # main() leaves by os._exit, before atexit handlers
+app()
 """
 
 

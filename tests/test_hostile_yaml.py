@@ -41,8 +41,8 @@ resource.setrlimit(resource.RLIMIT_AS, ({memory}, {memory}))
 atexit.register(lambda: sys.stderr.write("\\nmaxrss_kb=" + re.search(
     r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1) + "\\n"))
 sys.argv = ["layoutgen", *sys.argv[1:]]
-from layoutgen.cli import main
-main()
+from layoutgen.cli import app  # main() leaves by os._exit, before atexit handlers
+app()
 """
 
 

@@ -114,3 +114,28 @@ def test_concurrent_runs_share_one_cache(cache: Path, tmp_path: Path) -> None:
     assert len(_entries(cache)) == 1
     assert not [p for p in (cache / "profiles").iterdir() if p.name.startswith(".tmp-")]
     assert profile_cache.get(PROFILE.read_bytes()) is not None
+
+
+def test_an_entry_holds_no_hash_of_the_process_that_wrote_it(cache: Path, tmp_path: Path) -> None:
+    """str hashes differ per process (PYTHONHASHSEED): a profile's cached hash must not
+    travel in the cache, or an unpickled profile and its freshly loaded twin would be
+    equal with different hashes (broken dict and lru_cache lookups)."""
+    from layoutgen.models.profile import load_profile
+
+    profile = load_profile(PROFILE)
+    hash(profile), list(profile.tensors())  # both cached on the instance now
+    profile_cache.put(PROFILE.read_bytes(), profile)
+    script = (
+        "import sys; from pathlib import Path; "
+        "from layoutgen.models import profile_cache; "
+        "from layoutgen.models.profile import load_profile; "
+        "p = Path(sys.argv[1]); got = profile_cache.get(p.read_bytes()); "
+        "fresh = load_profile(p); "
+        "assert got == fresh and hash(got) == hash(fresh), 'stale hash'; "
+        "assert '_hash' not in vars(got) or hash(got) == hash(fresh)"
+    )
+    env = dict(os.environ, LAYOUTGEN_CACHE_DIR=str(cache), PYTHONHASHSEED="12345")
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(PROFILE)], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr

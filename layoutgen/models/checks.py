@@ -8,6 +8,7 @@ resolved services and loaded profiles in, problems out.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping
 
@@ -22,6 +23,7 @@ from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import ExpertsAuto, ExpertsExplicit, ExpertsNCpuMoe, Spec
 
 
+@functools.lru_cache(maxsize=64)
 def expert_layers(profile: Profile) -> frozenset[int]:
     """Layers that hold routed-expert tensors (``blk.N.ffn_{up,gate,down,gate_up}_exps``)."""
     return frozenset(

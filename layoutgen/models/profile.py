@@ -187,6 +187,19 @@ class Profile:
         """Every tensor, unfolded: name, type, shape, nbytes (and ``.layer``)."""
         return iter(self._unfolded)
 
+    def __hash__(self) -> int:
+        # the solver's caches are keyed by profile: hashed once, not per lookup
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash((self.name, self.arch, self.source, self.hparams, self.entries, self.files))
+
+    def __getstate__(self) -> dict[str, object]:
+        # the cached values stay behind: a str hash differs in every process
+        # (PYTHONHASHSEED), and the profile cache keeps only the fields
+        return {k: v for k, v in self.__dict__.items() if k not in ("_hash", "_unfolded")}
+
     @cached_property
     def _unfolded(self) -> tuple[Tensor, ...]:
         # unfolded once per profile: the solver walks the tensors once per service

@@ -13,10 +13,9 @@ located by the real parser.  Entries are written to a temporary file and
 renamed into place (``os.replace``), so concurrent runs never read half an
 entry; a damaged or foreign entry is ignored and rewritten.
 
-Where: ``$LAYOUTGEN_CACHE_DIR``, else ``$XDG_CACHE_HOME/layoutgen``, else
-``~/.cache/layoutgen``; ``LAYOUTGEN_CACHE_DIR=off`` turns it off.  Entries are
-pickles, so they are read only from a directory and files owned by this user
-that no one else can write.
+Where: ``profiles/`` in layoutgen's cache directory (:mod:`layoutgen.cache`).
+Entries are pickles, so they are read only from a directory and files owned
+by this user that no one else can write.
 """
 
 from __future__ import annotations
@@ -24,11 +23,11 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import stat
 import tempfile
 from functools import cache
 from pathlib import Path
 
+from layoutgen.cache import cache_dir, private
 from layoutgen.models.profile import Profile
 
 #: layoutgen modules whose code decides what a profile file loads as
@@ -38,22 +37,12 @@ _CODE = (
     "models/tensors.py",
     "models/quants.py",
     "models/profile_cache.py",
+    "cache.py",
     "spec/source.py",
     "spec/yamlbounds.py",
     "spec/schema_errors.py",
 )
 _PACKAGE = Path(__file__).resolve().parents[1]
-
-
-def directory() -> Path | None:
-    """The cache directory, or None when turned off."""
-    configured = os.environ.get("LAYOUTGEN_CACHE_DIR")
-    if configured == "off":
-        return None
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "layoutgen"
 
 
 @cache
@@ -65,15 +54,11 @@ def _code_digest() -> bytes:
 
 
 def _entry(data: bytes) -> Path | None:
-    where = directory()
+    where = cache_dir()
     if where is None:
         return None
     key = hashlib.sha256(_code_digest() + data).hexdigest()
     return where / "profiles" / f"{key}.pickle"
-
-
-def _private(st: os.stat_result) -> bool:
-    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 def get(data: bytes) -> Profile | None:
@@ -83,7 +68,7 @@ def get(data: bytes) -> Profile | None:
         return None
     try:
         with open(entry, "rb") as f:
-            if not (_private(os.fstat(f.fileno())) and _private(entry.parent.stat())):
+            if not (private(os.fstat(f.fileno())) and private(entry.parent.stat())):
                 return None
             found = pickle.load(f)
     except Exception:  # missing, damaged or foreign: parse the file instead

@@ -17,6 +17,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from layoutgen.cache import private_dir
 from layoutgen.errors import LayoutgenError
 from layoutgen.render import quoting
 from layoutgen.render.units import build, rpc_units
@@ -54,11 +55,14 @@ def _environment(folder: str) -> Any:
     per spec cost 67 ms over 12 specs); jinja2 reloads a template whose file changed."""
     import jinja2
 
+    # compiled templates kept between runs (jinja2 checks each against its source)
+    compiled = private_dir("templates")
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(folder),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
+        bytecode_cache=None if compiled is None else jinja2.FileSystemBytecodeCache(str(compiled)),
     )
 
 
@@ -75,7 +79,7 @@ def render(v: Validated, spec_name: str, templates: Path | None = None) -> dict[
     host = v.spec.host.name
     head = header(spec_name)
     files: dict[str, str] = {}
-    units = build(v.spec, v.plan, v.services)
+    units = v.units or tuple(build(v.spec, v.plan, v.services))
     try:
         for unit in units:
             ctx = {"header": head, "unit": unit, "image": quoting.shell(unit.image or "")}

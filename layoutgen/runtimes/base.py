@@ -111,7 +111,7 @@ class Runtime:
         when no GPU's pinned buffer takes them; none by default."""
         return frozenset()
 
-    def created_weights(self, profile: Profile, mla: int | None) -> dict[int, int]:
+    def created_weights(self, profile: Profile, mla: int | None) -> Mapping[int, int]:
         """Bytes per layer of weights the runtime computes at start-up (not in the file)."""
         return {}
 

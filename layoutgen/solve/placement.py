@@ -145,27 +145,72 @@ def place_weights(
     (``expert_host``).
     """
     expert_home = expert_host or host
-    slots, skipped = _slots(profile, runtime)
+    groups, sizes, skipped = _groups(profile, runtime)
     tensor_buffer: dict[str, str] = {}
     buffers: dict[str, int] = {}
-    pins = pinned or {}
-    for name, nbytes, expert, layer in slots:
-        pin = pins.get(name)
-        if pin is not None:
-            buf = expert_home if pin == HOST else pin
-        elif expert is not None:
-            buf = expert_device.get(expert, expert_home)
-        elif layer is not None:
-            buf = layer_device.get(layer, host)
-        elif name == "token_embd.weight":
+    count: dict[str, int] = {}  # tensors per buffer: a buffer exists while it holds one
+
+    def put(names: tuple[str, ...], nbytes: int, buf: str) -> None:
+        if repacked and buf in ("CPU", "CPU_Mapped"):
+            for name in names:
+                one = "CPU_REPACK" if name in repacked else buf
+                tensor_buffer[name] = one
+                buffers[one] = buffers.get(one, 0) + sizes[name]
+                count[one] = count.get(one, 0) + 1
+            return
+        tensor_buffer.update(dict.fromkeys(names, buf))
+        buffers[buf] = buffers.get(buf, 0) + nbytes
+        count[buf] = count.get(buf, 0) + len(names)
+
+    for kind, key, names, nbytes in groups:
+        if kind == "expert":
+            buf = expert_device.get(key, expert_home)
+        elif kind == "layer":
+            buf = layer_device.get(key, host)
+        elif kind == "token_embd":
             buf = host
         else:
             buf = output_device or host
-        if buf in ("CPU", "CPU_Mapped") and name in repacked:
-            buf = "CPU_REPACK"
-        tensor_buffer[name] = buf
-        buffers[buf] = buffers.get(buf, 0) + nbytes
+        put(names, nbytes, buf)
+    for name, pin in (pinned or {}).items():  # single tensors an -ot rule moves
+        old = tensor_buffer.get(name)
+        if old is None:
+            continue  # not loaded
+        buffers[old] -= sizes[name]
+        count[old] -= 1
+        if not count[old]:
+            del buffers[old], count[old]
+        put((name,), sizes[name], expert_home if pin == HOST else pin)
     return Weights(tensor_buffer, dict(sorted(buffers.items())), skipped)
+
+
+#: a run of tensors that go to one buffer together: (kind, layer or -1, names, bytes);
+#: kind is expert (a layer's routed experts), layer (its other tensors), token_embd
+#: or output (everything else outside the blocks)
+_Group = tuple[str, int, tuple[str, ...], int]
+
+
+@functools.lru_cache(maxsize=64)
+def _groups(
+    profile: Profile, runtime: Runtime
+) -> tuple[tuple[_Group, ...], dict[str, int], tuple[str, ...]]:
+    """Loaded tensors grouped by what decides their buffer, each name's bytes, and
+    the skipped names: ``place_weights`` then assigns groups, not ~2,000 tensors,
+    once per candidate layout while the solver fills GPUs."""
+    slots, skipped = _slots(profile, runtime)
+    grouped: dict[tuple[str, int], tuple[list[str], list[int]]] = {}
+    for name, nbytes, expert, layer in slots:
+        if expert is not None:
+            key = ("expert", expert)
+        elif layer is not None:
+            key = ("layer", layer)
+        else:
+            key = ("token_embd" if name == "token_embd.weight" else "output", -1)
+        names, sizes = grouped.setdefault(key, ([], []))
+        names.append(name)
+        sizes.append(nbytes)
+    groups = tuple((k, n, tuple(names), sum(b)) for (k, n), (names, b) in grouped.items())
+    return groups, {name: nbytes for name, nbytes, _, _ in slots}, skipped
 
 
 def tensor_slots(

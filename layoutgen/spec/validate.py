@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from layoutgen.errors import Diagnostic, InvalidInput, Problem, Severity, SpecPath
 from layoutgen.models.checks import check_models
@@ -24,6 +25,9 @@ from layoutgen.spec.roles import ResolvedService, resolve
 from layoutgen.spec.schema import Spec
 from layoutgen.spec.yamlbounds import MAX_PROFILE_BYTES
 
+if TYPE_CHECKING:
+    from layoutgen.render.units import Unit
+
 
 @dataclass(frozen=True)
 class Validated:
@@ -33,6 +37,8 @@ class Validated:
     profiles: dict[str, Profile]  # by model id
     warnings: tuple[Diagnostic, ...]
     plan: Plan
+    #: the service units render writes (built here: validate refuses what render would)
+    units: tuple[Unit, ...] = ()
 
 
 def validate_file(path: Path, name: str | None = None) -> Validated:
@@ -59,7 +65,7 @@ def validate_document(doc: source.Document) -> Validated:
         plan = solve(spec, services, profiles, doc.name)
     except DoesNotFit as exc:
         raise InvalidInput(diagnostics + [doc.diagnostic(p) for p in exc.problems]) from None
-    unrenderable = _render_checks(spec, plan, services)
+    units, unrenderable = _render_checks(spec, plan, services)
     if unrenderable:
         raise InvalidInput(diagnostics + [doc.diagnostic(p) for p in unrenderable])
     located = [
@@ -67,20 +73,21 @@ def validate_document(doc: source.Document) -> Validated:
         for w in plan.warnings
     ]
     warnings = tuple(sorted(diagnostics + located))
-    return Validated(doc, spec, services, profiles, warnings, plan)
+    return Validated(doc, spec, services, profiles, warnings, plan, units)
 
 
-def _render_checks(spec: Spec, plan: Plan, services: tuple[ResolvedService, ...]) -> list[Problem]:
+def _render_checks(
+    spec: Spec, plan: Plan, services: tuple[ResolvedService, ...]
+) -> tuple[tuple[Unit, ...], list[Problem]]:
     """What render would refuse, refused here too, located: validate accepts exactly
     what render accepts (the units are built in memory; nothing is written)."""
     from layoutgen.render.units import RenderError, build
 
     try:
-        build(spec, plan, services)
+        return tuple(build(spec, plan, services)), []
     except RenderError as exc:
         where: SpecPath = ("host", "podman") if spec.host.podman is not None else ("host",)
-        return [Problem(where, str(exc))]
-    return []
+        return (), [Problem(where, str(exc))]
 
 
 #: parsed profiles by (name, sha256 of the file's bytes): specs of one run that

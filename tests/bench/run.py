@@ -33,21 +33,6 @@ def median_ms(cmd: list[str], runs: int = RUNS) -> float:
     return statistics.median(times) * 1000
 
 
-def largest_layout() -> Path:
-    layouts = sorted((ROOT / "layouts").glob("*.yaml"), key=lambda p: (-p.stat().st_size, p.name))
-    return layouts[0]
-
-
-def bench_validate() -> None:
-    spec = largest_layout()
-    base = median_ms([sys.executable, "-c", "pass"])
-    ours = median_ms([str(BIN / "layoutgen"), "validate", str(spec)])
-    print(
-        f"validate {spec.relative_to(ROOT)}: median {ours:.0f} ms over {RUNS} runs "
-        f"(python -c pass: {base:.0f} ms; ratio {ours / base:.1f}x; target <= 150 ms)"
-    )
-
-
 def _load(name: str) -> object | None:
     path = Path(__file__).parent / f"{name}.py"
     if not path.exists():
@@ -79,8 +64,7 @@ def bytecode_as_installed() -> None:
 
 def main() -> int:
     bytecode_as_installed()
-    bench_validate()
-    for name in ("bench_inspect", "bench_solve"):
+    for name in ("bench_startup", "bench_inspect", "bench_solve"):
         module = _load(name)
         if module is not None:
             module.main()  # type: ignore[attr-defined]

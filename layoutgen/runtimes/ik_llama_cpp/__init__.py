@@ -199,7 +199,7 @@ class IkLlamaCpp(Runtime):
             return "CUDA_Host"
         return "CPU"
 
-    def created_weights(self, profile: Profile, mla: int | None) -> dict[int, int]:
+    def created_weights(self, profile: Profile, mla: int | None) -> Mapping[int, int]:
         from layoutgen.runtimes.ik_llama_cpp.placement import computed_wkv_b
 
         return computed_wkv_b(profile, mla)

@@ -144,7 +144,8 @@ def split_by_size(
     return out
 
 
-def computed_wkv_b(profile: Profile, mla: int | None) -> dict[int, int]:
+@functools.lru_cache(maxsize=64)  # per profile: asked once per candidate layout
+def computed_wkv_b(profile: Profile, mla: int | None) -> Mapping[int, int]:
     """Bytes per layer of the ``attn_kv_b`` tensors ik_llama.cpp computes at start-up.
 
     With MLA at level 2 or 3 (its default) ik_llama.cpp needs ``wkv_b``; a GGUF
