@@ -139,3 +139,29 @@ def test_an_entry_holds_no_hash_of_the_process_that_wrote_it(cache: Path, tmp_pa
         [sys.executable, "-c", script, str(PROFILE)], env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_compiled_templates_follow_an_edited_template(cache: Path, tmp_path: Path) -> None:
+    """jinja2 keeps compiled templates in the cache; an edit between two runs counts."""
+    import shutil
+
+    from conftest import ROOT
+
+    templates = tmp_path / "templates"
+    shutil.copytree(ROOT / "templates", templates)
+    spec = write(tmp_path, VALID)
+    exe = str(Path(sys.executable).with_name("layoutgen"))
+    env = dict(os.environ, LAYOUTGEN_CACHE_DIR=str(cache))
+
+    def render(out: str) -> str:
+        argv = [exe, "render", "--templates", str(templates), "-o", str(tmp_path / out), str(spec)]
+        done = subprocess.run(argv, env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return (tmp_path / out / "compute" / "layout.md").read_text()
+
+    first = render("a")
+    assert list((cache / "templates").iterdir()), "nothing compiled into the cache"
+    layout = templates / "layout.md.j2"
+    layout.write_text(layout.read_text() + "\nedited after the first run\n")
+    second = render("b")
+    assert "edited after the first run" in second and "edited" not in first
