@@ -9,6 +9,7 @@ parallelism (two devices, no overrides) keeps four copies of every input.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from layoutgen.models.profile import HParams
 from layoutgen.models.tensors import Tensor
@@ -310,3 +311,38 @@ def test_cpu_only_holds_the_embeddings_and_the_dup_below_the_logits() -> None:
     assert got - trace <= 4096 * 512 * 4 + compute.small_inputs(g, host=True) + (
         compute.ALIGN_SLACK
     )
+
+
+def test_ik_fused_moe_offload_copies_up_and_gate_together(tmp_path: Path) -> None:
+    """ik_llama.cpp with -fmoe builds one ``ggml_moe_up_gate`` op reading ffn_up_exps
+    and ffn_gate_exps (src/llama.cpp llm_build_moe_ffn, 2025-06 fb6a0d01; HEAD
+    src/llama-build-context.cpp); offloaded to the first GPU, the scheduler copies each
+    host weight the op reads into that GPU's compute buffer as a split input
+    (ggml-backend ggml_backend_sched_split_graph), so both are there at once.
+    Without -fmoe up, gate and down are separate ops: one tensor at a time, the
+    largest (down).  GLM-5.1 with every expert on the host at -ub 8192 (seed 001)."""
+    import re
+
+    from layoutgen.models.profile import load_profile
+    from layoutgen.spec.validate import validate_file
+
+    layouts = Path(__file__).resolve().parents[1] / "layouts"
+    text = (layouts / "glm51-3-cpu-moe-1gpu.yaml").read_text()
+    text = text.replace("profile: models/", f"profile: {layouts}/models/")
+    text = re.sub(r"\n    measured:\n(?:      .*\n)+", "\n", text)  # estimate, not measured
+    text = text.replace("-muge, ", "")
+
+    def cuda0(flag: str) -> int:
+        path = tmp_path / f"{flag}.yaml"
+        path.write_text(text.replace("args: [", f"args: [{flag}, "))
+        plan = validate_file(path).plan
+        return next(s for s in plan.services if s.name == "grandpa").buffers["CUDA0"].compute
+
+    glm = load_profile(layouts / "models" / "glm-5.1-iq3_ks.yaml")
+    size = {t.name: t.nbytes for t in glm.tensors() if t.name.startswith("blk.3.ffn_")}
+    up, gate = size["blk.3.ffn_up_exps.weight"], size["blk.3.ffn_gate_exps.weight"]
+    assert up + gate > size["blk.3.ffn_down_exps.weight"]  # the pair is the larger copy
+    # the same bytes as -muge's one fused tensor (seed 001's 5418.03 MiB: up + gate
+    # + the activations), more than one tensor at a time
+    assert cuda0("-fmoe") == cuda0("-muge, -fmoe")
+    assert cuda0("-fmoe") > cuda0("-no-fmoe")

@@ -32,7 +32,7 @@ _BY_BPW = (
     (8.5, "q8_0"),
     (16.0, "bf16"),
 )
-_BPW = re.compile(r"model size\s*=\s*[0-9.]+\s*[GM]iB\s*\((?P<bpw>[0-9.]+) BPW\)")
+_BPW = re.compile(r"(?:model|file) size\s*=\s*[0-9.]+\s*[GM]iB\s*\((?P<bpw>[0-9.]+) BPW\)")
 DENSE = {"llama", "qwen2", "qwen3", "glm4", "phi3", "gemma2", "gemma3", "mistral3"}
 MOE = {"qwen3moe", "deepseek2", "glm4moe"}
 ARCHS = DENSE | MOE

@@ -132,6 +132,39 @@ def _shares(record: Mapping[str, Any], n_gpus: int) -> list[float]:
     return [1.0] * n_gpus
 
 
+def _counted_shares(
+    record: Mapping[str, Any],
+    logged: Mapping[str, Mapping[str, int]],
+    plan: Any,
+    gpu_buffers: list[str],
+) -> list[float] | None:
+    """Shares that reproduce the layer counts the log's KV buffers show, for equal GPUs
+    without -ts that split by count unequally; None when equal shares already do.
+
+    Such a run split by each GPU's free memory at start (``llama_get_device_memory``,
+    src/llama.cpp of 2025), which the log does not print; where every layer's KV is
+    the same size, each GPU's KV buffer counts its layers, and ``-ts`` set to those
+    counts (the output layer as one more on the last GPU) gives the same split.  The
+    KV comparison of such a record checks only the per-layer size, not the split."""
+    if len(gpu_buffers) < 2 or (record.get("settings") or {}).get("tensor_split"):
+        return None
+    layers = [sum(1 for b in plan.layer_buffer.values() if b == g) for g in gpu_buffers]
+    kv = [plan.buffers[g].kv if g in plan.buffers else 0 for g in gpu_buffers]
+    if not all(layers) or any("kv" not in logged.get(g, {}) for g in gpu_buffers):
+        return None
+    per_layer = {round(k / n) for k, n in zip(kv, layers, strict=True)}
+    if len(per_layer) != 1 or not (size := per_layer.pop()):
+        return None  # layers of different KV sizes: the log's buffers do not count them
+    counts = [logged[g]["kv"] / size for g in gpu_buffers]
+    if any(abs(c - round(c)) > 0.01 for c in counts) or round(sum(counts)) != sum(layers):
+        return None
+    if [round(c) for c in counts] == layers:
+        return None
+    shares = [float(round(c)) for c in counts]
+    shares[-1] += 1  # the output layer
+    return shares
+
+
 def offloaded_layers(record: Mapping[str, Any]) -> int | None:
     """-ngl as the command set it, else as the log's "offloaded K/N layers" line
     shows it ran (the default changed over the years: 0 in 2025 builds)."""
@@ -158,10 +191,19 @@ def _why_not(record: Mapping[str, Any], n_layer: int) -> str | None:
     return None
 
 
-def _experts(
-    record: Mapping[str, Any], names: list[str], layer_gpu: Mapping[int, str]
-) -> dict[str, Any]:
-    """The spec's ``experts:`` for the record's -ot / --cpu-moe / --n-cpu-moe."""
+def _device(target: str, n_gpus: int) -> str:
+    """An -ot target as a spec device: CPU (and CPU_* buffers) -> host, CUDAn -> gpu{n}."""
+    if target.upper() == "CPU" or target.startswith("CPU"):
+        return "host"
+    m = _GPU.match(target)
+    if m and int(m["n"] or 0) < n_gpus:
+        return f"gpu{m['n'] or 0}"
+    raise synth.NotExpressible(f"-ot target {target} is not a device layoutgen plans")
+
+
+def _rules(record: Mapping[str, Any]) -> list[Rule]:
+    """The record's -ot rules in command-line order (one -ot may hold several, by
+    commas), then --cpu-moe's."""
     s = record.get("settings") or {}
     rules = []
     for text in s.get("overrides") or []:
@@ -170,30 +212,41 @@ def _experts(
             rules.append(Rule(pattern, target.strip()))
     if s.get("cpu_moe"):
         rules.append(Rule(r"\.ffn_(up|down|gate)_exps", "CPU"))
+    return rules
+
+
+def placement(
+    record: Mapping[str, Any], names: list[str], layer_gpu: Mapping[int, str], n_gpus: int
+) -> tuple[dict[str, Any], list[dict[str, str]]]:
+    """The spec's ``experts:`` and ``tensor_overrides:`` for the record's -ot /
+    --cpu-moe / --n-cpu-moe.  Rules that move only routed experts become an expert
+    placement; rules that move other tensors too (norms, routers, shared experts)
+    are the spec's ``tensor_overrides`` verbatim, CPU as host and CUDAn as that
+    GPU, the experts no rule takes staying with their layers, as the runtime does."""
+    s = record.get("settings") or {}
+    rules = _rules(record)
     n_cpu = s.get("n_cpu_moe")
     if n_cpu and rules:
         raise synth.NotExpressible("--n-cpu-moe beside -ot rules")
     if n_cpu:
-        return {"mode": "n-cpu-moe", "n": int(n_cpu)}
+        return {"mode": "n-cpu-moe", "n": int(n_cpu)}, []
     got = apply(rules, names)
-    moved_other = sorted(n for n, t in got.items() if t and expert_layer(n) is None)
-    if moved_other:
-        raise synth.NotExpressible(
-            f"-ot moves tensors other than routed experts ({moved_other[0]}, ...): issue 14"
-        )
+    if any(t and expert_layer(n) is None for n, t in got.items()):
+        overrides = [{"pattern": r.pattern, "device": _device(r.target, n_gpus)} for r in rules]
+        return {"mode": "gpu"}, overrides
+    return _experts(got, layer_gpu, n_gpus), []
+
+
+def _experts(
+    got: Mapping[str, str | None], layer_gpu: Mapping[int, str], n_gpus: int
+) -> dict[str, Any]:
+    """The spec's ``experts:`` for rules that move routed experts only."""
     per_layer: dict[int, set[str]] = {}
     for name, target in got.items():
         layer = expert_layer(name)
         if layer is None:
             continue
-        if target is None:
-            where = layer_gpu.get(layer, "host")
-        elif target.upper() == "CPU" or target.startswith("CPU"):
-            where = "host"
-        elif m := _GPU.match(target):
-            where = f"gpu{m['n']}"
-        else:
-            raise synth.NotExpressible(f"-ot target {target} is not a device layoutgen plans")
+        where = layer_gpu.get(layer, "host") if target is None else _device(target, n_gpus)
         per_layer.setdefault(layer, set()).add(where)
     split = sorted(layer for layer, where in per_layer.items() if len(where) > 1)
     if split:
@@ -211,7 +264,11 @@ def _experts(
 
 
 def spec_for(
-    record: Mapping[str, Any], profile_path: Path, experts: Mapping[str, Any], shares: list[float]
+    record: Mapping[str, Any],
+    profile_path: Path,
+    experts: Mapping[str, Any],
+    shares: list[float],
+    overrides: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
     s = record.get("settings") or {}
     n_gpus = len(shares)
@@ -263,6 +320,8 @@ def spec_for(
         "mlock": "--mlock" in flags,
         "args": args,
     }
+    if overrides:
+        service["tensor_overrides"] = overrides
     ngl = offloaded_layers(record)
     if n_gpus and ngl is not None and record.get("runtime") == "llama.cpp":
         service["gpu_layers"] = int(ngl)
@@ -338,10 +397,16 @@ def evaluate(path: Path, tmp: Path) -> Outcome:
         layer_gpu: dict[int, str] = {}
         if gpu_buffers:
             plan = _solve(first, tmp, record["id"] + ".pass1").plan.services[0]
+            if counted := _counted_shares(record, logged, plan, gpu_buffers):
+                again = spec_for(record, profile_path, {"mode": "gpu"}, counted)
+                redo = _solve(again, tmp, record["id"] + ".pass1").plan.services[0]
+                if all(redo.buffers[g].kv == logged[g]["kv"] for g in gpu_buffers):
+                    shares, plan = counted, redo
             gpu_of = {buf: dev for buf, dev in plan.device_of.items()}
             layer_gpu = {n: gpu_of[b] for n, b in plan.layer_buffer.items()}
-        experts = _experts(record, names, layer_gpu)
-        result = _solve(spec_for(record, profile_path, experts, shares), tmp, record["id"])
+        experts, overrides = placement(record, names, layer_gpu, len(gpu_buffers))
+        spec = spec_for(record, profile_path, experts, shares, overrides)
+        result = _solve(spec, tmp, record["id"])
     except synth.NotExpressible as exc:
         return Outcome(**head, reason=str(exc))
     except InvalidInput as exc:

@@ -24,7 +24,9 @@ estimate is the larger:
 
 The first GPU also receives host experts for big batches (rule
 ``offload-by-expert-share``): the largest host expert tensor and the
-experts' activations (seed 001).  The host side (``CUDA_Host`` beside GPUs)
+experts' activations (seed 001); with ``-fmoe`` (or ``-muge``) up and gate
+together, the two inputs of the one ``ggml_moe_up_gate`` op the scheduler
+copies in at once.  The host side (``CUDA_Host`` beside GPUs)
 holds the mask(s), the token embeddings' rows, and the routed experts'
 activations of layers whose experts stay in host RAM and run there.  A
 CPU-only run holds all of it in ``CPU``.
@@ -180,7 +182,9 @@ def estimate(
             s.profile,
             ub,
             experts,
-            merge_up_gate=rt.merges_up_gate(s.args),
+            # -fmoe's ggml_moe_up_gate reads up and gate in one op: the scheduler
+            # copies both in for it, as one -muge tensor (ggml-backend, split inputs)
+            merge_up_gate=rt.merges_up_gate(s.args) or fused,
             by_share=rt.follows("offload-by-expert-share"),
         )
         # seed 001 (GLM-5.1, -ub 8192, -muge): 5418.03 MiB logged = the fused up+gate
