@@ -1,0 +1,386 @@
+"""vLLM's GPU memory, by its own rules (DESIGN §5 "vLLM"; issue 17 item 2).
+
+vLLM does not place tensors the way llama.cpp does: each GPU worker takes a
+budget (``gpu_memory_utilization`` x the card, or ``--kv-cache-memory-bytes``),
+loads its shard of the weights, runs one dummy forward pass of
+``max_num_batched_tokens`` tokens plus one dummy sampler pass of
+``max_num_seqs`` rows, and gives whatever the budget has left to KV blocks.
+Weights, budget and KV arithmetic are exact; the terms vLLM *measures* at
+start-up (activation peak, non-torch memory, CUDA graphs) are estimated here
+from model dimensions, high rather than low: an estimate that is too high
+costs KV blocks in the plan, one that is too low is the OOM the plan exists to
+prevent.
+
+Sources (wheels from PyPI, read for this module): vLLM 0.8.5, 0.9.2, 0.10.1.1,
+0.11.0, 0.19.1, 0.20.0, 0.20.2, 0.21.0, 0.33.0 —
+``vllm/v1/worker/gpu_worker.py`` (``determine_available_memory``),
+``vllm/utils/mem_utils.py`` (``memory_profiling``), ``vllm/v1/worker/utils.py``
+(``request_memory``), ``vllm/v1/core/kv_cache_utils.py`` (``get_num_blocks``,
+``get_kv_cache_config_from_groups``, ``check_enough_kv_cache_memory``,
+``estimate_max_model_len``, ``_get_kv_cache_groups_uniform_page_size``),
+``vllm/v1/kv_cache_interface.py`` (``FullAttentionSpec``, ``SlidingWindowSpec``,
+``MLAAttentionSpec``), ``vllm/v1/worker/gpu_model_runner.py`` (``profile_run``,
+``_dummy_sampler_run``, ``profile_cudagraph_memory``), ``vllm/envs.py``.
+The V0 engine (before 0.8) is covered for the logs that print its terms.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from layoutgen.errors import LayoutgenError
+
+GiB = 1 << 30
+MiB = 1 << 20
+
+#: Bytes per element of each ``--kv-cache-dtype`` (``auto`` takes the model dtype).
+KV_DTYPE_BYTES: dict[str, int] = {
+    "bfloat16": 2,
+    "float16": 2,
+    "half": 2,
+    "float32": 4,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+}
+
+#: Sampler bytes per logit at the dummy sampler's peak: model-dtype logits (2),
+#: their fp32 copy (4), top-k/top-p sort values (4) and int64 indices (8),
+#: sorted softmax (4), cumsum (4), mask (1), scattered-back logits (4), probs (4),
+#: exponential draw (4), the temperature-scaled copy (2) = 41.  The sum is
+#: calibrated by the one log whose peak is the sampler (PR 10511, 1.26 GiB).
+SAMPLER_BYTES_PER_LOGIT = 41
+#: Headroom on the activation estimate: it must come out high, not low.
+ACTIVATION_MARGIN = 1.05
+#: Non-torch memory one worker adds after vLLM's baseline (cuBLAS/attention
+#: workspaces): the larger of 0.16 GiB (PR 12126) and 0.35 GiB (issue 10517).
+NON_TORCH_BASE = int(0.35 * GiB)
+#: NCCL and custom all-reduce buffers of a TP > 1 worker (PR 10511, TP 2: +1.79 GiB).
+NON_TORCH_TP = int(1.79 * GiB)
+#: vLLM 0.6.5-0.6.6 measured from before the CUDA context (PR 10511; PR 12126
+#: moved the baseline after it in 0.7.0): the context counts as non-torch.
+CUDA_CONTEXT_0_6_5 = int(1.44 * GiB)
+#: Per captured CUDA graph beyond the first (graph nodes, pool fragments).
+CUDAGRAPH_PER_GRAPH = 4 * MiB
+
+
+class Basis(StrEnum):
+    EXACT = "exact"
+    ESTIMATED = "estimated"
+    UPPER_BOUND = "upper-bound"
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """``0.10.1.1`` -> (0, 10, 1, 1); ``0.6.4.post1`` -> (0, 6, 4)."""
+    parts: list[int] = []
+    for piece in text.lstrip("v").split("."):
+        if not piece.isdigit():
+            break
+        parts.append(int(piece))
+    if not parts:
+        raise ValueError(f"{text!r} is not a vLLM version: write it as pip shows it (e.g. 0.11.0)")
+    return tuple(parts)
+
+
+@dataclass(frozen=True)
+class VllmModel:
+    """What vLLM's memory depends on, from the model's config.json and checkpoint."""
+
+    n_layer: int  #: decoder layers that keep KV (attention, incl. sliding)
+    n_head_kv: int
+    head_dim_k: int
+    head_dim_v: int
+    hidden_size: int
+    intermediate_size: int  #: dense FFN width (0 for pure MoE layers)
+    vocab_size: int
+    weights_bytes: int  #: whole checkpoint as loaded, all ranks together
+    dtype_bytes: int = 2
+    kv_lora_rank: int = 0  #: MLA when > 0: one latent "head" per token
+    rope_dim: int = 0
+    sliding_window: int = 0
+    sliding_layers: frozenset[int] = field(default_factory=frozenset)
+    mamba_layers: int = 0  #: linear-attention / mamba layers (fixed state per sequence)
+    mamba_state_bytes: int = 0  #: state of one such layer for one sequence, per GPU
+    moe_intermediate_size: int = 0
+    moe_top_k: int = 0
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+
+@dataclass(frozen=True)
+class VllmService:
+    """One ``vllm serve`` as its flags set it (vLLM's defaults are the caller's to fill)."""
+
+    gpu_total_bytes: int  #: cudaMemGetInfo total of one GPU
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    version: str
+    gpu_memory_utilization: float = 0.9
+    kv_cache_memory_bytes: int | None = None
+    kv_cache_dtype: str = "auto"
+    block_size: int = 16
+    tensor_parallel_size: int = 1
+    enforce_eager: bool = False
+    cudagraph_capture_sizes: int = 67  #: 1, 2, 4, 8..512 step 8 (vLLM 0.10 default)
+    max_cudagraph_capture_size: int = 512
+
+    @property
+    def v1(self) -> bool:
+        """V1 is the default engine from 0.8.0 (and the only one from 0.11)."""
+        return version_tuple(self.version) >= (0, 8)
+
+
+@dataclass(frozen=True)
+class Term:
+    bytes: int
+    basis: Basis
+
+
+@dataclass(frozen=True)
+class VllmMemory:
+    """Each term of one worker's budget (per GPU), as vLLM will account it."""
+
+    budget: Term
+    weights: Term
+    activation: Term
+    non_torch: Term
+    cudagraph: Term
+    cudagraph_in_budget: bool  #: subtracted before KV (0.20.0+), else taken after
+    kv_available: Term
+    kv_bytes_per_token: int  #: all layers of one GPU
+    block_size: int
+    kv_tokens: Term
+    max_concurrency: float
+
+
+class KvCacheRefused(LayoutgenError):
+    """vLLM refuses to start: its KV cache cannot hold one max_model_len request."""
+
+    def __init__(self, max_model_len: int, needed: int, available: int, estimate: int) -> None:
+        self.max_model_len = max_model_len
+        self.needed = needed
+        self.available = available
+        self.estimated_max_model_len = estimate
+        super().__init__(
+            f"vLLM will refuse to start: one request of max_model_len {max_model_len} needs "
+            f"{needed / GiB:.2f} GiB of KV cache, the budget leaves {available / GiB:.2f} GiB; "
+            f"the longest that fits is about {estimate} tokens: lower max_model_len, raise "
+            "gpu_memory_utilization, or use a smaller kv_cache_dtype"
+        )
+
+
+def kv_dtype_bytes(model: VllmModel, service: VllmService) -> int:
+    if service.kv_cache_dtype == "auto":
+        return model.dtype_bytes
+    try:
+        return KV_DTYPE_BYTES[service.kv_cache_dtype]
+    except KeyError:
+        raise LayoutgenError(
+            f"kv_cache_dtype {service.kv_cache_dtype!r} is not one vLLM knows: write auto, "
+            + ", ".join(sorted(KV_DTYPE_BYTES))
+        ) from None
+
+
+def kv_bytes_per_token_layer(model: VllmModel, service: VllmService) -> int:
+    """One token of one attention layer on one GPU (``page_size_bytes / block_size``).
+
+    GQA: K and V of this GPU's KV heads (heads split by TP, at least one).
+    MLA: one latent of ``kv_lora_rank + rope_dim`` per token, not split by TP.
+    """
+    size = kv_dtype_bytes(model, service)
+    if model.is_mla:
+        return (model.kv_lora_rank + model.rope_dim) * size
+    heads = max(1, model.n_head_kv // service.tensor_parallel_size)
+    return heads * (model.head_dim_k + model.head_dim_v) * size
+
+
+def _groups(model: VllmModel, block_size: int) -> list[tuple[str, int]]:
+    """KV cache groups as (kind, layers) — ``_get_kv_cache_groups_uniform_page_size``."""
+    kinds: dict[str, int] = {}
+    full = model.n_layer - len(model.sliding_layers)
+    if full:
+        kinds["full"] = full
+    if model.sliding_layers and model.sliding_window:
+        kinds["sliding"] = len(model.sliding_layers)
+    if model.mamba_layers:
+        kinds["mamba"] = model.mamba_layers
+    if not kinds:
+        return []
+    group_size = min(kinds.values())
+    return [(k, group_size) for k, n in kinds.items() for _ in range(math.ceil(n / group_size))]
+
+
+def effective_block_size(model: VllmModel, service: VllmService) -> int:
+    """Hybrid mamba models: the attention block grows until its page holds a mamba state."""
+    if not model.mamba_layers or not model.mamba_state_bytes:
+        return service.block_size
+    per_token = kv_bytes_per_token_layer(model, service)
+    tokens = math.ceil(model.mamba_state_bytes / per_token)
+    return math.ceil(tokens / 16) * 16
+
+
+def kv_capacity(model: VllmModel, service: VllmService, available: int) -> tuple[int, int, float]:
+    """(blocks, tokens, max concurrency) for ``available`` KV bytes on one GPU.
+
+    V1: ``num_blocks = available // page_size // group_size``; tokens =
+    ``num_blocks // n_groups * block_size``; concurrency = blocks / blocks one
+    max_model_len request needs across groups.  V0: one cache of all layers.
+    """
+    block = effective_block_size(model, service)
+    page = block * kv_bytes_per_token_layer(model, service)
+    if not service.v1:
+        blocks = max(0, available // (page * model.n_layer))
+        return blocks, blocks * block, blocks * block / service.max_model_len
+    groups = _groups(model, block)
+    if not groups:
+        return 0, 0, 0.0
+    group_size = groups[0][1]
+    blocks = max(0, available // page // group_size)
+    tokens = blocks // len(groups) * block
+    per_request = sum(_blocks_per_request(model, service, kind, block) for kind, _ in groups)
+    return blocks, tokens, blocks / per_request
+
+
+def _blocks_per_request(model: VllmModel, service: VllmService, kind: str, block: int) -> int:
+    if kind == "mamba":
+        return 1
+    if kind == "sliding":
+        window = model.sliding_window - 1 + service.max_num_batched_tokens
+        return math.ceil(min(window, service.max_model_len) / block) + 1
+    return math.ceil(service.max_model_len / block)
+
+
+def kv_needed_one_request(model: VllmModel, service: VllmService) -> int:
+    """``max_memory_usage_bytes`` over the groups, times the layers of a group."""
+    block = effective_block_size(model, service)
+    page = block * kv_bytes_per_token_layer(model, service)
+    if not service.v1:
+        return math.ceil(service.max_model_len / block) * page * model.n_layer
+    groups = _groups(model, block)
+    return sum(_blocks_per_request(model, service, k, block) * page * n for k, n in groups)
+
+
+def estimate_max_model_len(model: VllmModel, service: VllmService, available: int) -> int:
+    """vLLM's binary search for the longest max_model_len whose request fits."""
+    lo, hi, best = 1, service.max_model_len, 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        probe = replace(service, max_model_len=mid)
+        if kv_needed_one_request(model, probe) <= available:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def forward_bytes_per_token(model: VllmModel, tp: int) -> int:
+    """Live activations per token at the forward pass's peak (the MLP of one layer).
+
+    gate_up output (2 x I) + SiLU-and-mul output (I), split by TP, plus three
+    hidden-size tensors (residual, normed input, down output); a MoE layer holds
+    ``top_k`` copies of the expert width and of the hidden output
+    (fused_moe's intermediate caches).  Llama-3-8B: 2 x (3 x 14336 + 3 x 4096).
+    """
+    width = max(model.intermediate_size, model.moe_intermediate_size * model.moe_top_k)
+    moe_out = model.moe_top_k * model.hidden_size if model.moe_top_k else 0
+    return model.dtype_bytes * (3 * width // tp + 3 * model.hidden_size + moe_out)
+
+
+def activation_estimate(model: VllmModel, service: VllmService) -> int:
+    """The profiling run's torch peak above the weights: forward pass or sampler, larger.
+
+    ``profile_run``: ``_dummy_run(max_num_batched_tokens)`` then
+    ``_dummy_sampler_run`` on ``min(max_num_seqs, tokens)`` rows of full-vocab
+    logits while the hidden states of all tokens are still alive.
+    """
+    tokens = service.max_num_batched_tokens
+    forward = tokens * forward_bytes_per_token(model, service.tensor_parallel_size)
+    rows = min(service.max_num_seqs, tokens)
+    sampler = (
+        rows * model.vocab_size * SAMPLER_BYTES_PER_LOGIT
+        + tokens * model.hidden_size * model.dtype_bytes
+    )
+    return int(max(forward, sampler) * ACTIVATION_MARGIN)
+
+
+def non_torch_estimate(service: VllmService) -> int:
+    """Memory outside torch's allocator that the worker adds (cuBLAS, NCCL, workspaces)."""
+    extra = NON_TORCH_TP if service.tensor_parallel_size > 1 else 0
+    if (0, 6, 5) <= version_tuple(service.version) < (0, 7):
+        extra += CUDA_CONTEXT_0_6_5
+    return NON_TORCH_BASE + extra
+
+
+def cudagraph_estimate(model: VllmModel, service: VllmService) -> int:
+    """Graph pool: the largest capture's activations plus a few MiB per further graph."""
+    if service.enforce_eager or service.cudagraph_capture_sizes == 0:
+        return 0
+    largest = min(service.max_cudagraph_capture_size, service.max_num_batched_tokens)
+    first = largest * forward_bytes_per_token(model, service.tensor_parallel_size)
+    return first + (service.cudagraph_capture_sizes - 1) * CUDAGRAPH_PER_GRAPH
+
+
+def cudagraph_in_budget(service: VllmService) -> bool:
+    """VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 from 0.20.0 (envs.py;
+    the log line says "default since v0.21.0", but the 0.20.0 wheel has it on)."""
+    return version_tuple(service.version) >= (0, 20) and not service.enforce_eager
+
+
+def plan_memory(model: VllmModel, service: VllmService, *, refuse: bool = True) -> VllmMemory:
+    """Every term of one worker's budget; raises KvCacheRefused when vLLM would refuse."""
+    tp = service.tensor_parallel_size
+    if service.kv_cache_memory_bytes is not None:
+        budget = Term(service.kv_cache_memory_bytes, Basis.EXACT)
+    else:
+        requested = math.ceil(service.gpu_total_bytes * service.gpu_memory_utilization)
+        budget = Term(requested, Basis.EXACT)
+    weights = Term(math.ceil(model.weights_bytes / tp), Basis.EXACT)
+    activation = Term(activation_estimate(model, service), Basis.ESTIMATED)
+    non_torch = Term(non_torch_estimate(service), Basis.UPPER_BOUND)
+    graphs = Term(cudagraph_estimate(model, service), Basis.ESTIMATED)
+    in_budget = cudagraph_in_budget(service)
+    if service.kv_cache_memory_bytes is not None:
+        available = Term(service.kv_cache_memory_bytes, Basis.EXACT)
+    else:
+        left = budget.bytes - weights.bytes - activation.bytes - non_torch.bytes
+        if in_budget:
+            left -= graphs.bytes
+        available = Term(left, Basis.ESTIMATED)
+    return finish(model, service, budget, weights, activation, non_torch, graphs, available, refuse)
+
+
+def finish(
+    model: VllmModel,
+    service: VllmService,
+    budget: Term,
+    weights: Term,
+    activation: Term,
+    non_torch: Term,
+    graphs: Term,
+    available: Term,
+    refuse: bool = True,
+) -> VllmMemory:
+    """The KV side of the plan from a given ``available`` (estimated or logged)."""
+    needed = kv_needed_one_request(model, service)
+    if refuse and needed > available.bytes:
+        estimate = estimate_max_model_len(model, service, max(available.bytes, 0))
+        raise KvCacheRefused(service.max_model_len, needed, available.bytes, estimate)
+    _, tokens, concurrency = kv_capacity(model, service, max(available.bytes, 0))
+    return VllmMemory(
+        budget=budget,
+        weights=weights,
+        activation=activation,
+        non_torch=non_torch,
+        cudagraph=graphs,
+        cudagraph_in_budget=cudagraph_in_budget(service),
+        kv_available=available,
+        kv_bytes_per_token=kv_bytes_per_token_layer(model, service) * model.n_layer,
+        block_size=effective_block_size(model, service),
+        kv_tokens=Term(tokens, available.basis),
+        max_concurrency=concurrency,
+    )
