@@ -86,7 +86,12 @@ def validate(
 @app.command()
 def inspect(
     model: Annotated[
-        Path, typer.Argument(help="a GGUF file (any shard of a split model)", metavar="MODEL.gguf")
+        Path,
+        typer.Argument(
+            help="a GGUF file (any shard of a split model), or a Hugging Face model "
+            "directory (config.json and safetensors)",
+            metavar="MODEL.gguf | DIR",
+        ),
     ],
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="write the profile here, not stdout")
@@ -96,17 +101,32 @@ def inspect(
         typer.Option(
             "--header-only",
             help="each shard file holds only the first bytes of the real one (a range "
-            "request), enough for its header",
+            "request), enough for its header; GGUF only",
         ),
     ] = False,
 ) -> None:
-    """Write a model profile from GGUF headers (all shards; tensor data is not read)."""
+    """Write a model profile from GGUF headers, or from a Hugging Face directory's
+    config.json and safetensors headers (all shards; tensor data is not read)."""
     from layoutgen.errors import LayoutgenError
-    from layoutgen.models.inventory import inspect_model
     from layoutgen.models.profile import dump_profile
 
     try:
-        text = dump_profile(inspect_model(model, header_only=header_only))
+        if model.is_dir():
+            from layoutgen.models.hf_checkpoint import inspect_dir
+
+            if header_only:
+                print(
+                    f"error: {model}: --header-only is for GGUF shards; a Hugging Face "
+                    "directory's safetensors headers are read from the files as they are",
+                    file=sys.stderr,
+                )
+                raise typer.Exit(1)
+            profile = inspect_dir(model)
+        else:
+            from layoutgen.models.inventory import inspect_model
+
+            profile = inspect_model(model, header_only=header_only)
+        text = dump_profile(profile)
         if output is None:
             sys.stdout.write(text)
         else:

@@ -663,7 +663,12 @@ FILES: dict[str, tuple[Callable[[Path], Path], str]] = {
     "fifo": (_fifo, "is a FIFO (named pipe), not a regular file; give a GGUF file"),
     "socket": (_socket, "is a socket, not a regular file; give a GGUF file"),
     "link-to-fifo": (_link_to_fifo, "is a FIFO (named pipe), not a regular file; give a GGUF file"),
-    "directory": (lambda d: d, "is a directory, not a GGUF file"),
+    # a directory is read as a Hugging Face checkpoint (inspect DIR): config.json first
+    "directory": (
+        lambda d: d,
+        "/config.json: no such file; a Hugging Face model directory has config.json beside "
+        "its safetensors",
+    ),
     "missing": (lambda d: d / "m.gguf", "no such file"),
     "empty": (_bytes(b""), NOT_GGUF),
     "three-bytes": (_bytes(b"GGU"), NOT_GGUF),
@@ -694,7 +699,8 @@ def test_hostile_file(tmp_path: Path, case_id: str) -> None:
     if "{" in message:
         size = path.stat().st_size
         message = message.format(size=size, end=size + 32)
-    assert_one_line_error(["inspect", str(path)], f"{path}: {message}")
+    where = f"{path}{message}" if message.startswith("/") else f"{path}: {message}"
+    assert_one_line_error(["inspect", str(path)], where)
 
 
 @pytest.mark.parametrize("device", ["/dev/zero", "/dev/null", "/dev/urandom"])

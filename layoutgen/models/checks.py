@@ -55,6 +55,14 @@ def _service(
     base, name, mid = ("services", rs.name), rs.name, rs.service.model
     runtime = spec.runtimes.get(rs.service.runtime)
     rt = runtime.rules() if runtime is not None else None
+    if rt is not None and rt.PLANNABLE and profile.format == "safetensors":
+        yield Problem(
+            (*base, "model"),
+            f"services.{name}.model: model {mid!r} is a Hugging Face checkpoint (its profile "
+            f"says format: safetensors); {rt.kind} loads GGUF files: convert it "
+            "(convert_hf_to_gguf.py) and inspect the GGUF, or serve it with vllm",
+        )
+        return
     if rt is not None and rt.FLAVOUR == "mainline":
         ik_types = ik_only_types(profile)
         if ik_types:

@@ -2,7 +2,10 @@
 
 Why profiles exist: specs refer to committed profiles so that validation,
 planning and CI never need the (hundreds of GiB of) weights.  A profile is
-written by ``layoutgen inspect`` from GGUF headers, or by hand with a
+written by ``layoutgen inspect`` from GGUF headers or a Hugging Face
+checkpoint's config.json and safetensors headers (``format: safetensors``:
+safetensors dtypes, shapes outermost first, ``blk.N.`` for the decoder's
+layers; :mod:`layoutgen.models.hf_checkpoint`), or by hand with a
 ``source:`` saying where every number came from.  This module and
 :mod:`layoutgen.spec.schema` are the only places with pydantic models; loading
 returns a plain frozen :class:`Profile`, whose :meth:`Profile.tensors` yields
@@ -10,9 +13,11 @@ every tensor unfolded (see :mod:`layoutgen.models.tensors` for the ``blk.{3..77}
 notation).
 
 Checks beyond the schema: every entry's bytes equal what its type and shape
-give (where layoutgen knows the type; an unknown type's bytes are taken as
-written), no tensor is listed twice after unfolding, and layer numbers stay
-below ``n_layer``.  Numbers stay within what a model can have (``_BOUNDS``,
+give (ggml types for GGUF profiles, safetensors dtypes for safetensors ones;
+where layoutgen knows the type, an unknown type's bytes are taken as written),
+a GGUF tensor has 1 to 4 dimensions of at least 1 (a safetensors one up to 8,
+scalars and empty tensors included), no tensor is listed twice after unfolding,
+and layer numbers stay below ``n_layer``.  Numbers stay within what a model can have (``_BOUNDS``,
 the same bounds ``layoutgen inspect`` applies to GGUF headers), layer sets are
 measured before they are unfolded, and a profile that is otherwise consistent
 must carry the hyperparameters the memory model needs (heads and K/V sizes for
@@ -57,7 +62,30 @@ _LAYER_NUMBER = re.compile(r"[0-9]+")
 _LAYER_RANGE = re.compile(r"([0-9]+)\s*(?:\.\.\s*([0-9]+))?")
 #: Projections whose outputs a KV cache holds (GQA K/V, fused QKV, MLA's compressed KV).
 _KV_WEIGHT = re.compile(r"\.attn_(k|v|qkv|kv_a_mqa|kv_b|k_b|v_b)\.weight$")
-_DELTANET_ARCHS = {"qwen3next", "qwen35", "qwen35moe"}
+#: the same in Hugging Face names (quantized ones end in .qweight, .weight_packed, ...)
+_KV_WEIGHT_HF = re.compile(r"\.self_attn\.(k_proj|v_proj|qkv_proj|kv_a_proj_with_mqa|kv_b_proj)\.")
+_DELTANET_ARCHS = {"qwen3next", "qwen35", "qwen35moe", "qwen3_next", "qwen3_5", "qwen3_5_moe"}
+#: where a missing hyperparameter comes from, by profile format (the GGUF key, config.json's)
+_WHERE = {
+    "gguf": {
+        "n_head": "{arch}.attention.head_count",
+        "rope_dim": "{arch}.rope.dimension_count",
+        "key_length": "{arch}.attention.key_length",
+        "ssm": "{arch}.ssm.*",
+        "from": "the GGUF",
+    },
+    "safetensors": {
+        "n_head": "num_attention_heads in config.json",
+        "rope_dim": "qk_rope_head_dim in config.json",
+        "key_length": "head_dim in config.json",
+        "ssm": "linear_* in config.json",
+        "from": "config.json",
+    },
+}
+Format = Literal["gguf", "safetensors"]
+_PLAIN_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+MAX_DIMS_GGUF = 4  # GGML_MAX_DIMS
+MAX_DIMS = 8  # safetensors: checkpoints have up to 5 (video patch embeddings)
 
 SCHEMA_VERSION = 1
 SCHEMA_COMMENT = "# yaml-language-server: $schema=../schema/profile.schema.json"
@@ -131,17 +159,34 @@ class HParams(_Strict):
     ssm_time_step_rank: Count | None = None
     vocab: Count | None = None
     n_ctx_train: Count | None = None
+    dtype: str | None = Field(
+        None,
+        pattern=_PLAIN_NAME,
+        description="safetensors: the checkpoint's torch_dtype (vLLM's default KV cache dtype)",
+    )
+    quantization: str | None = Field(
+        None,
+        pattern=_PLAIN_NAME,
+        description="safetensors: quantization_config.quant_method (fp8, mxfp4, awq, ...)",
+    )
 
 
 class FileEntry(_Strict):
-    name: str = Field(description="GGUF file name (one per shard)")
+    name: str = Field(description="GGUF or safetensors file name (one per shard)")
     size: Count = Field(description="file size in bytes")
 
 
 class TensorEntry(_Strict):
     name: str = Field(description="tensor name; blk.{A..B}.rest folds identical layers")
-    type: str = Field(description="ggml type name: f32, q4_0, q6_k, iq3_ks, ...")
-    shape: tuple[Annotated[int, Field(ge=1)], ...] = Field(min_length=1, max_length=4)
+    type: str = Field(
+        description="ggml type name: f32, q4_0, q6_k, iq3_ks, ...; with format safetensors, "
+        "the safetensors dtype in lower case: bf16, f8_e4m3, u8, ..."
+    )
+    shape: tuple[Annotated[int, Field(ge=0)], ...] = Field(
+        max_length=MAX_DIMS,
+        description="GGUF: ggml order (ne0 first), 1 to 4 dimensions of at least 1; "
+        "safetensors: as the header writes it (outermost first)",
+    )
     bytes: Count = Field(description="bytes of one tensor (not of the whole folded run)")
 
 
@@ -159,7 +204,10 @@ class ProfileSchema(_Strict):
 
     version: Literal[1] = Field(alias="schema", description="profile format version")
     name: str
-    arch: str = Field(description="general.architecture of the GGUF")
+    arch: str = Field(description="general.architecture of the GGUF, or config.json's model_type")
+    format: Format = Field(
+        "gguf", description="what the tensors are stored as: gguf (default) or safetensors"
+    )
     source: str = Field(description="where every number came from")
     files: tuple[FileEntry, ...] = ()
     hparams: HParams
@@ -182,6 +230,7 @@ class Profile:
     hparams: HParams
     entries: tuple[Folded, ...]
     files: tuple[ModelFile, ...] = ()
+    format: Format = "gguf"
 
     def tensors(self) -> Iterator[Tensor]:
         """Every tensor, unfolded: name, type, shape, nbytes (and ``.layer``)."""
@@ -193,7 +242,9 @@ class Profile:
 
     @cached_property
     def _hash(self) -> int:
-        return hash((self.name, self.arch, self.source, self.hparams, self.entries, self.files))
+        return hash(
+            (self.name, self.arch, self.source, self.hparams, self.entries, self.files, self.format)
+        )
 
     def __getstate__(self) -> dict[str, object]:
         # the cached values stay behind: a str hash differs in every process
@@ -244,6 +295,7 @@ def profile_from_document(doc: source.Document) -> Profile:
         hparams=parsed.hparams,
         entries=tuple(Folded(t.name, t.type.lower(), t.shape, t.bytes) for t in parsed.tensors),
         files=tuple(ModelFile(f.name, f.size) for f in parsed.files),
+        format=parsed.format,
     )
 
 
@@ -274,7 +326,9 @@ def check(parsed: ProfileSchema) -> list[Problem]:
         except LayerSetError as exc:
             problems.append(Problem((*at, "name"), f"tensors[{i}].name: {exc}"))
             continue
-        problems.extend(_check_bytes(i, entry))
+        problems.extend(
+            _check_shape(i, entry, parsed.format) or _check_bytes(i, entry, parsed.format)
+        )
         for name in names:
             first = seen.setdefault(name, i)
             if first != i:
@@ -328,7 +382,7 @@ def _check_bounds(hp: HParams) -> list[Problem]:
     """Numbers beyond what any model has: refused before later stages loop over them."""
     problems: list[Problem] = []
     for key, value in hp:
-        if value is None or key in ("swa_layers", "recurrent_layers"):
+        if value is None or key in ("swa_layers", "recurrent_layers") or isinstance(value, str):
             continue
         highest = _BOUNDS.get(key, MAX_WIDTH)
         items = value if isinstance(value, tuple) else (value,)  # a list's length: n_layer's
@@ -351,20 +405,22 @@ def required(parsed: ProfileSchema) -> list[Problem]:
     make a KV cache or recurrent state count as zero bytes.
     """
     hp, arch = parsed.hparams, parsed.arch
+    where = {k: v.format(arch=arch) for k, v in _WHERE[parsed.format].items()}
+    kv_weight = _KV_WEIGHT if parsed.format == "gguf" else _KV_WEIGHT_HF
     recurrent = set(hp.recurrent_layers or ())
     missing: list[tuple[list[str], str]] = []
-    attention = any(_KV_WEIGHT.search(t.name) for t in parsed.tensors)
+    attention = any(kv_weight.search(t.name) for t in parsed.tensors)
     if attention and len(recurrent) < hp.n_layer:
         heads = hp.n_head if isinstance(hp.n_head, tuple) else (hp.n_head or 0,)
         if not any(heads):
-            missing.append((["n_head"], f"the attention heads ({arch}.attention.head_count)"))
+            missing.append((["n_head"], f"the attention heads ({where['n_head']})"))
         if hp.kv_lora_rank:
             if hp.rope_dim is None:
-                why = f"the rope part of MLA's cached K ({arch}.rope.dimension_count)"
+                why = f"the rope part of MLA's cached K ({where['rope_dim']})"
                 missing.append((["rope_dim"], why))
         elif not hp.key_length and not hp.n_embd:
             why = (
-                f"the K head size ({arch}.attention.key_length), or n_embd to derive it "
+                f"the K head size ({where['key_length']}), or n_embd to derive it "
                 "as n_embd / n_head"
             )
             missing.append((["key_length"], why))
@@ -374,22 +430,50 @@ def required(parsed: ProfileSchema) -> list[Problem]:
             state += ["ssm_group_count", "ssm_time_step_rank"]
         absent = [key for key in state if not getattr(hp, key)]
         if absent:
-            missing.append((absent, f"the recurrent state sizes ({arch}.ssm.*)"))
+            missing.append((absent, f"the recurrent state sizes ({where['ssm']})"))
     return [
         Problem(
             ("hparams", keys[0]),
             f"hparams: missing {', '.join(repr(k) for k in keys)}: {why}, which the memory "
-            "model needs; write " + ("it" if len(keys) == 1 else "them") + " from the GGUF",
+            "model needs; write " + ("it" if len(keys) == 1 else "them") + f" from {where['from']}",
         )
         for keys, why in missing
     ]
 
 
-def _check_bytes(i: int, entry: TensorEntry) -> list[Problem]:
-    if not quants.known(entry.type):
+def _check_shape(i: int, entry: TensorEntry, fmt: Format) -> list[Problem]:
+    """GGUF tensors have 1 to 4 dimensions of at least 1 (ggml's rules); safetensors any."""
+    if fmt != "gguf":
+        return []
+    at = ("tensors", i, "shape")
+    if not 1 <= len(entry.shape) <= MAX_DIMS_GGUF:
+        return [
+            Problem(
+                at,
+                f"tensors[{i}].shape: {len(entry.shape)} dimensions; a GGUF tensor has 1 to "
+                f"{MAX_DIMS_GGUF} (write format: safetensors for a safetensors checkpoint)",
+            )
+        ]
+    if min(entry.shape) < 1:
+        return [
+            Problem(
+                (*at, entry.shape.index(0)),
+                f"tensors[{i}].shape: a GGUF dimension must be at least 1, got 0",
+            )
+        ]
+    return []
+
+
+def _check_bytes(i: int, entry: TensorEntry, fmt: Format = "gguf") -> list[Problem]:
+    known, size = (
+        (quants.known, quants.tensor_nbytes)
+        if fmt == "gguf"
+        else (quants.safetensors_known, quants.safetensors_nbytes)
+    )
+    if not known(entry.type):
         return []  # a type layoutgen cannot size: the written bytes are taken as they are
     try:
-        expected = quants.tensor_nbytes(entry.type, entry.shape)
+        expected = size(entry.type, entry.shape)
     except quants.UnknownType as exc:
         return [Problem(("tensors", i, "shape"), f"tensors[{i}].shape: {exc}")]
     if expected == entry.bytes:

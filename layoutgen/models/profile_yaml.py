@@ -23,6 +23,8 @@ _LAYER_SETS = ("swa_layers", "recurrent_layers")
 
 def render(profile: Profile, header: str) -> str:
     lines = [header, "schema: 1", f"name: {_s(profile.name)}", f"arch: {_s(profile.arch)}"]
+    if profile.format != "gguf":  # the default: GGUF profiles stay as they were
+        lines.append(f"format: {profile.format}")
     lines.extend(_source(profile.source))
     if profile.files:
         lines.append("files:")
@@ -31,6 +33,8 @@ def render(profile: Profile, header: str) -> str:
     for key, value in profile.hparams.model_dump(exclude_none=True).items():
         if key in _LAYER_SETS:
             lines.append(f"  {key}: {_s(format_layers(value))}")
+        elif isinstance(value, str):
+            lines.append(f"  {key}: {_s(value)}")
         elif isinstance(value, (tuple, list)):
             lines.append(f"  {key}: [{', '.join(str(v) for v in value)}]")
         else:

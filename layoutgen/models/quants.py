@@ -266,3 +266,60 @@ def nbytes(qtype: QuantType, shape: Sequence[int]) -> int:
 def tensor_nbytes(type_name: str, shape: Sequence[int], flavour: Flavour | None = None) -> int:
     """Exact bytes of a tensor given its type name and shape."""
     return nbytes(by_name(type_name, flavour), shape)
+
+
+# ---------------------------------------------------------------- safetensors
+# The dtypes of a safetensors header (``dtype``, lower-cased in profiles) and
+# their bits per element: the ``Dtype`` enum of the safetensors crate that the
+# installed ``safetensors`` package (0.8.0) is built on, including its
+# sub-byte floats (F4, two per byte; F6, four per three bytes) and the FNUZ
+# fp8 variants.  tests/test_inspect_hf.py checks every row against that
+# package's own reader (it accepts exactly these bytes for a shape).  Packed
+# quantizations (NVFP4/MXFP4 blocks and scales, AWQ/GPTQ int4 packs,
+# compressed-tensors) are stored as tensors of these dtypes in their packed
+# shape, so their bytes need nothing more.  The crate's rule: a tensor's
+# elements times the dtype's bits must be a whole number of bytes.
+SAFETENSORS_BITS: dict[str, int] = {
+    "bool": 8,
+    "f4": 4,
+    "f6_e2m3": 6,
+    "f6_e3m2": 6,
+    "u8": 8,
+    "i8": 8,
+    "f8_e5m2": 8,
+    "f8_e4m3": 8,
+    "f8_e4m3fnuz": 8,
+    "f8_e5m2fnuz": 8,
+    "f8_e8m0": 8,
+    "i16": 16,
+    "u16": 16,
+    "f16": 16,
+    "bf16": 16,
+    "i32": 32,
+    "u32": 32,
+    "f32": 32,
+    "c64": 64,
+    "f64": 64,
+    "i64": 64,
+    "u64": 64,
+}
+
+
+def safetensors_known(dtype: str) -> bool:
+    return dtype.lower() in SAFETENSORS_BITS
+
+
+def safetensors_nbytes(dtype: str, shape: Sequence[int]) -> int:
+    """Exact bytes of a safetensors tensor: elements x bits / 8 (a scalar has 1 element)."""
+    bits = SAFETENSORS_BITS.get(dtype.lower())
+    if bits is None:
+        raise UnknownType(f"unknown safetensors dtype {dtype!r}")
+    elements = 1
+    for d in shape:
+        elements *= d
+    if elements * bits % 8:
+        raise UnknownType(
+            f"{elements} elements of {dtype.lower()} ({bits} bits each) are not a whole "
+            "number of bytes"
+        )
+    return elements * bits // 8

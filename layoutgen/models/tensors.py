@@ -33,7 +33,8 @@ class LayerSetError(ValueError):
 
 @dataclass(frozen=True)
 class Tensor:
-    """One tensor: ggml type name, shape in ggml order (ne0 first), exact bytes."""
+    """One tensor: type name, shape, exact bytes.  GGUF profiles: ggml type and ggml
+    order (ne0 first); safetensors profiles: dtype and the header's order (outermost first)."""
 
     name: str
     type: str

@@ -1,0 +1,330 @@
+"""``layoutgen inspect DIR``: a profile from a Hugging Face model directory, headers only.
+
+Reads ``config.json`` (hyperparameters, :mod:`layoutgen.models.hf_hparams`),
+``model.safetensors.index.json`` (or a single ``model.safetensors``) and each
+shard's safetensors header (:mod:`layoutgen.models.safetensors_header`); no
+tensor data.  The profile has ``format: safetensors``: types are the
+lower-cased safetensors dtypes, shapes as the headers write them (outermost
+first), bytes exact from dtype and shape (checked against ``data_offsets``).
+
+Names.  The text decoder's per-layer tensors ``<prefix>.layers.N.<rest>``
+(prefix ``model``, ``model.language_model``, ``language_model.model``,
+``language_model`` or ``model.text_model``, the first of these the checkpoint
+uses) are written ``blk.N.<rest>``, so that layers fold and place as in GGUF
+profiles; every other tensor keeps its name (embeddings, ``lm_head``, vision
+towers, ``mtp.*``).  The profile's ``source:`` states the prefix, so the
+mapping can be undone.  Decoder layers past ``num_hidden_layers`` are nextn/MTP
+layers (DeepSeek-V3, GLM-4.5 keep them there); more of them than the config's
+``num_nextn_predict_layers`` is an error naming the tensor.
+
+Bounded input: config.json at most 16 MiB and the index at most 100 MB of JSON
+objects; the index's ``weight_map`` may name only plain file names in the
+directory, and a name that is a symbolic link must stay inside it (or, in the
+Hugging Face cache, inside the snapshot's ``blobs/``); every tensor the index
+lists must be in its shard, none in two shards; at most 100,000 tensors in
+all (the profile's bound).  Output is deterministic: entries in natural name
+order, shards in name order.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from layoutgen.models.hf_hparams import ConfigFacts, facts
+from layoutgen.models.inputs import NotRegularFile, open_regular
+from layoutgen.models.profile import MAX_TENSORS, HParams, ModelFile, Profile
+from layoutgen.models.safetensors_header import MAX_HEADER, SafetensorsError, read_header
+from layoutgen.models.tensors import Folded, format_layers
+
+CONFIG = "config.json"
+INDEX = "model.safetensors.index.json"
+SINGLE = "model.safetensors"
+CONFIG_MAX = 16 << 20
+_PREFIXES = (
+    "model",
+    "model.language_model",
+    "language_model.model",
+    "language_model",
+    "model.text_model",
+)
+_LAYER = re.compile(
+    r"(?P<p>" + "|".join(re.escape(p) for p in _PREFIXES) + r")\.layers\."
+    r"(?P<n>0|[1-9][0-9]{0,8})\.(?P<rest>.+)\Z"
+)
+_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,254}\Z")
+_DIGITS = re.compile(r"([0-9]+)")
+_NAME_MAX = 256
+#: (prefix, rest, dtype, shape, bytes) -> layers
+_Key = tuple[str, str, str, tuple[int, ...], int]
+
+
+def inspect_dir(root: Path) -> Profile:
+    """The profile of the Hugging Face model directory ``root``."""
+    # The headers' JSON makes ~100,000 small dicts and lists and no cycles: the
+    # cyclic collector would only walk them again and again (~15 % of the time).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _inspect(root)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _inspect(root: Path) -> Profile:
+    allowed = _allowed(root)
+    config = _json(root, CONFIG, CONFIG_MAX, allowed)
+    known = facts(config, str(root / CONFIG))
+    files, weight_map = _shards(root, allowed)
+    counts = Counter(weight_map.values()) if weight_map is not None else Counter()
+    groups: dict[_Key, list[int]] = {}
+    singles: list[Folded] = []
+    deepest = (-1, "")
+    unlisted: dict[str, str] = {}  # tensors in a shard the index does not name: -> shard
+    count = 0
+    sizes = []
+    match = _LAYER.match
+    for file in files:
+        shown = str(root / file)
+        _inside(root / file, shown, allowed)
+        header = read_header(root / file, shown)
+        sizes.append(ModelFile(file, header.file_size))
+        here = 0
+        for name, dtype, shape, nbytes in header.tensors:
+            if weight_map is not None:  # else a single file: JSON names are unique
+                if weight_map.get(name) == file:
+                    here += 1
+                else:
+                    _unlisted(root, file, name, weight_map, unlisted)
+            m = match(name)
+            if m is None:
+                if name.startswith("blk."):
+                    raise SafetensorsError(
+                        f"{shown}: tensor {name!r} starts with 'blk.', which profiles keep "
+                        "for the decoder's layers"
+                    )
+                singles.append(Folded(name, dtype, shape, nbytes))
+                continue
+            prefix, number, rest = m.groups()
+            layer = int(number)
+            key = (prefix, rest, dtype, shape, nbytes)
+            layers = groups.get(key)
+            if layers is None:
+                groups[key] = [layer]
+            else:
+                layers.append(layer)
+            if layer > deepest[0]:
+                deepest = (layer, name)
+        count += len(header.tensors)
+        if weight_map is not None and here != counts[file]:
+            _absent(root, file, weight_map, {t[0] for t in header.tensors})
+    if not count:
+        raise SafetensorsError(f"{root}: the checkpoint holds no tensors")
+    if count > MAX_TENSORS:
+        raise SafetensorsError(
+            f"{root}: the checkpoint has {count} tensors; a profile holds at most {MAX_TENSORS}"
+        )
+    prefix = next((p for p in _PREFIXES if any(k[0] == p for k in groups)), None)
+    entries = _entries(groups, singles, prefix)
+    hparams = _hparams(root, known, deepest if prefix else (-1, ""))
+    return Profile(
+        name=_name(root),
+        arch=known.arch,
+        source=_source(root, known, prefix, len(files), weight_map is not None),
+        hparams=hparams,
+        entries=entries,
+        files=tuple(sizes),
+        format="safetensors",
+    )
+
+
+def _allowed(root: Path) -> tuple[Path, ...]:
+    """Where files may resolve: the directory, and a Hugging Face cache's blobs/."""
+    real = root.resolve()
+    if real.parent.name == "snapshots":
+        return real, real.parent.parent / "blobs"
+    return (real,)
+
+
+def _inside(path: Path, shown: str, allowed: tuple[Path, ...]) -> None:
+    real = path.resolve()
+    if not any(real.is_relative_to(a) for a in allowed):
+        raise SafetensorsError(
+            f"{shown}: is a symbolic link to {ascii(str(real))[1:-1]}, outside the model "
+            "directory; layoutgen reads only files inside it"
+        )
+
+
+def _json(root: Path, name: str, limit: int, allowed: tuple[Path, ...]) -> dict[str, Any]:
+    path, shown = root / name, str(root / name)
+    try:
+        f = open_regular(path)
+    except FileNotFoundError:
+        hint = "; a Hugging Face model directory has config.json beside its safetensors"
+        raise SafetensorsError(f"{shown}: no such file{hint if name == CONFIG else ''}") from None
+    except NotRegularFile as exc:
+        raise SafetensorsError(f"{shown}: is {exc.kind}, not a regular file") from None
+    except OSError as exc:
+        raise SafetensorsError(f"{shown}: cannot read: {exc.strerror or exc}") from None
+    with f:
+        _inside(path, shown, allowed)
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise SafetensorsError(f"{shown}: larger than the {limit:,} bytes layoutgen reads")
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise SafetensorsError(f"{shown}: not UTF-8 text") from None
+    except RecursionError:
+        raise SafetensorsError(f"{shown}: JSON nested too deeply") from None
+    except ValueError as exc:
+        raise SafetensorsError(f"{shown}: not JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise SafetensorsError(f"{shown}: not a JSON object")
+    return doc
+
+
+def _shards(root: Path, allowed: tuple[Path, ...]) -> tuple[list[str], dict[str, str] | None]:
+    """The shard file names (sorted) and the index's weight_map (None: a single file)."""
+    if not (root / INDEX).exists() and not (root / INDEX).is_symlink():
+        if (root / SINGLE).exists() or (root / SINGLE).is_symlink():
+            return [SINGLE], None
+        raise SafetensorsError(
+            f"{root}: has no {INDEX} or {SINGLE}; layoutgen reads Hugging Face checkpoints "
+            "in safetensors"
+        )
+    shown = str(root / INDEX)
+    weight_map = _json(root, INDEX, MAX_HEADER, allowed).get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise SafetensorsError(f"{shown}: no weight_map object of tensor names and files")
+    if not all(type(f) is str for f in weight_map.values()):
+        tensor, file = next((t, f) for t, f in weight_map.items() if type(f) is not str)
+        raise SafetensorsError(
+            f"{shown}: weight_map gives {ascii(file)[:80]} for tensor {ascii(tensor)[:80]}; "
+            "expected a file name"
+        )
+    files = sorted(set(weight_map.values()))
+    for file in files:
+        if not _FILE.match(file):
+            raise SafetensorsError(
+                f"{shown}: weight_map names the file {ascii(file)[:80]}; expected a file name "
+                "in this directory (no '/', no leading '.')"
+            )
+        if not (root / file).exists():
+            raise SafetensorsError(f"{root / file}: missing shard (named in {INDEX})")
+    return files, weight_map
+
+
+def _unlisted(
+    root: Path, file: str, name: str, weight_map: dict[str, str], seen: dict[str, str]
+) -> None:
+    """A tensor the index does not list in ``file``.
+
+    One the index lists in another shard is an error; one it does not list at
+    all is kept (the loaders read every tensor of a shard), once.
+    """
+    other = weight_map.get(name)
+    if other is not None:
+        raise SafetensorsError(
+            f"{root / file}: tensor {name!r} is listed in {INDEX} in {other}, not in this file"
+        )
+    first = seen.setdefault(name, file)
+    if first != file:
+        raise SafetensorsError(f"{root / file}: tensor {name!r} is in {first} too")
+
+
+def _absent(root: Path, file: str, weight_map: dict[str, str], here: set[str]) -> None:
+    """The first tensor the index lists in ``file`` that is not there."""
+    for tensor, listed in weight_map.items():
+        if listed == file and tensor not in here:
+            raise SafetensorsError(
+                f"{root / file}: tensor {tensor!a} is listed in {INDEX} but not in this file"
+            )
+
+
+def _entries(
+    groups: dict[_Key, list[int]], singles: list[Folded], prefix: str | None
+) -> tuple[Folded, ...]:
+    out = list(singles)
+    for (p, rest, dtype, shape, nbytes), layers in groups.items():
+        if p != prefix:  # another model's layers (a second decoder): names kept
+            out.extend(Folded(f"{p}.layers.{n}.{rest}", dtype, shape, nbytes) for n in layers)
+            continue
+        layers.sort()
+        name = (
+            f"blk.{layers[0]}.{rest}"
+            if len(layers) == 1
+            else f"blk.{{{format_layers(layers)}}}.{rest}"
+        )
+        out.append(Folded(name, dtype, shape, nbytes))
+    return tuple(sorted(out, key=lambda e: _natural(e.name.replace("{", "", 1))))
+
+
+def _natural(name: str) -> tuple[Any, ...]:
+    """blk.2 before blk.10, experts.9 before experts.10 (digits compared as numbers)."""
+    return tuple(int(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(name)))
+
+
+def _hparams(root: Path, known: ConfigFacts, deepest: tuple[int, str]) -> HParams:
+    fields = dict(known.fields)
+    layer, tensor = deepest
+    where = root / CONFIG
+    if known.n_hidden is None:
+        n_layer = max(layer + 1, 1)
+    else:
+        extra = max(layer + 1 - known.n_hidden, 0)
+        if extra > known.nextn_max:
+            raise SafetensorsError(
+                f"{root}: tensor {tensor!r} is in layer {layer}, but {where} says "
+                f"{known.n_hidden} layers (num_hidden_layers) and {known.nextn_max} "
+                "nextn/MTP layers"
+            )
+        n_layer = known.n_hidden + extra
+        if known.nextn_max:
+            fields["nextn_layers"] = extra
+    fields["n_layer"] = n_layer
+    try:
+        return HParams.model_validate(fields)
+    except ValidationError as exc:  # the reads in hf_hparams leave nothing for pydantic
+        first = exc.errors()[0]
+        at = ".".join(str(p) for p in first["loc"])
+        raise SafetensorsError(f"{where}: hyperparameter {at}: {first['msg']}") from None
+
+
+def _name(root: Path) -> str:
+    real = root.resolve()
+    name = real.name
+    if real.parent.name == "snapshots":  # the Hugging Face cache: models--org--name
+        name = real.parent.parent.name.removeprefix("models--").replace("--", "/")
+    if not name or len(name) > _NAME_MAX or not name.isprintable():
+        raise SafetensorsError(
+            f"{root}: the directory's name is not a model name (at most {_NAME_MAX} printable "
+            "characters); rename it"
+        )
+    return name
+
+
+def _source(root: Path, known: ConfigFacts, prefix: str | None, shards: int, index: bool) -> str:
+    read = f"{CONFIG}, {INDEX} and" if index else f"{CONFIG} and"
+    lines = [
+        f"layoutgen inspect of {_name(root)} ({read} the headers of {shards} safetensors "
+        "file(s); no tensor data read). Bytes from safetensors dtype sizes "
+        "(layoutgen/models/quants.py), checked against each header's data_offsets; "
+        "shapes as the headers write them (outermost first).",
+    ]
+    if prefix is not None:
+        lines.append(
+            f"Tensor names: blk.N.<rest> is the checkpoint's {prefix}.layers.N.<rest>; "
+            "every other name is the checkpoint's own."
+        )
+    if known.missing:
+        lines.append(f"Not in {CONFIG}: {', '.join(sorted(set(known.missing)))}.")
+    lines.extend(f"Assumed: {d}." for d in known.defaults)
+    return "\n".join(lines) + "\n"
