@@ -143,3 +143,12 @@ def test_render_probe_renders_only_for_a_host_with_the_specs_gpus(
     assert f"{spec}:8:65: error: host.gpus[0].uuid: gpu0: no GPU with UUID" in done.stderr
     assert f"no GPU with UUID {UUID} on this host" in done.stderr
     assert not other.exists()
+
+
+def test_nvml_failing_midway_is_one_line_and_exit_1(fake_nvml: FakeNvml, tmp_path: Path) -> None:
+    spec = tmp_path / "lab.yaml"
+    spec.write_text(SPEC)
+    broken = dict(_nvml(4242), fail={"function": "nvmlDeviceGetUUID", "index": 0, "code": 999})
+    done = fake_nvml.run([LAYOUTGEN, "doctor", str(spec), "-o", str(tmp_path / "out")], broken)
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == "error: NVML nvmlDeviceGetUUID failed for GPU 0: Unknown Error\n"
