@@ -1,0 +1,172 @@
+"""Benchmark records (tests/speed_data/*.yaml) -> machines, workloads, measurements.
+
+A record names its hardware by table entry (hardware.py) with optional overrides, its
+model by the hyperparameters that fix per-layer bytes, and its placement coarsely
+(all on host, all on GPUs, experts of some MoE layers on the host or on named GPUs).
+tests/speed_data/README.md documents the format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+from layoutgen.speed import hardware
+from layoutgen.speed.model import HOST, Chunk, Machine, Measurement, Memory, Workload
+
+MIB = 1024**2
+GIB = 1024**3
+
+
+def layer_set(spec: Any, universe: list[int]) -> set[int]:
+    """'all', 'none', '3-14', [3, '68-77'] -> layer numbers (within UNIVERSE for all)."""
+    if spec in (None, "none"):
+        return set()
+    if spec == "all":
+        return set(universe)
+    items = spec if isinstance(spec, list) else [spec]
+    out: set[int] = set()
+    for it in items:
+        if isinstance(it, int):
+            out.add(it)
+        else:
+            lo, _, hi = str(it).partition("-")
+            out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Per-layer bytes of a model, as the speed model needs them."""
+
+    arch: str
+    layers: list[int]  # layers with attention, in order
+    moe_layers: list[int]
+    n_expert: int
+    n_expert_used: int
+    dense_bytes: float  # per layer
+    dense_params: float
+    experts: list[tuple[str, float, float]]  # per MoE layer: (tensor, bytes, params)
+    kv_per_token: float  # all layers, bytes per context token
+
+
+def shape(d: dict[str, Any]) -> Shape:
+    n_layer = int(d["n_layer"])
+    layers = list(range(n_layer))
+    lead = int(d.get("leading_dense", 0))
+    moe = [x for x in layers if x >= lead]
+    if "expert_tensors_mib" in d:  # explicit per-layer figures (seed 001)
+        exp_params = 3 * d["n_embd"] * d["expert_ff"] * d["n_expert"]
+        total = sum(d["expert_tensors_mib"].values()) * MIB
+        experts = [
+            (f"ffn_{n}_exps", mib * MIB, exp_params * mib * MIB / total)
+            for n, mib in d["expert_tensors_mib"].items()
+        ]
+        dense = float(d["dense_mib"]) * MIB
+        dense_params = float(d["params"]) - exp_params * len(moe)
+        moe = list(range(d["moe_first"], d["moe_first"] + len(moe)))
+        layers = list(range(d["moe_first"] - lead, moe[-1] + 1))
+    else:  # from hyperparameters: experts at expert_bpw, the rest shares what is left
+        size = float(d["size_gib"]) * GIB
+        params = float(d["params"])
+        bpw = size * 8 / params
+        exp_params = 3 * d["n_embd"] * d["expert_ff"] * d["n_expert"]
+        exp_bytes = exp_params * float(d.get("expert_bpw", bpw)) / 8
+        rest_params = params - exp_params * len(moe)
+        rest_bytes = size - exp_bytes * len(moe)
+        embd = d["vocab"] * d["n_embd"]  # token_embd: one row read per token
+        dense = rest_bytes * (rest_params - embd) / rest_params
+        experts = [(f"ffn_{n}_exps", exp_bytes / 3, exp_params / 3) for n in ("gate", "up", "down")]
+        dense_params = rest_params - embd
+    return Shape(
+        arch=str(d["arch"]),
+        layers=layers,
+        moe_layers=moe,
+        n_expert=int(d["n_expert"]),
+        n_expert_used=int(d["n_expert_used"]),
+        dense_bytes=dense / len(layers),
+        dense_params=dense_params / len(layers),
+        experts=experts,
+        kv_per_token=float(d["kv_bytes_per_token"]),
+    )
+
+
+def machine(d: dict[str, Any]) -> Machine:
+    ram = d.get("ram") or {}
+    if d.get("cpu") is None:  # a GPU-only record: the host holds no weights
+        mems = [Memory(HOST, 1e9, 1e9)]
+    else:
+        cpu = hardware.cpu(d["cpu"])
+        bw = (
+            float(ram["bandwidth"])
+            if "bandwidth" in ram
+            else hardware.ddr_bandwidth(
+                int(ram.get("channels", cpu.channels)), int(ram.get("mts", cpu.mts))
+            )
+        )
+        mems = [Memory(HOST, bw, cpu.flops(int(d.get("threads", cpu.cores))))]
+    for i, name in enumerate(d.get("gpus", [])):
+        g = hardware.gpu(name)
+        mems.append(Memory(f"CUDA{i}", g.bandwidth, g.fp16_flops, g.pcie))
+    return Machine(str(d["machine"]), tuple(mems))
+
+
+def workload(s: Shape, p: dict[str, Any], gpus: int) -> Workload:
+    """Chunks for placement P: dense layers split over GPUS evenly (or at split_at)."""
+    if p.get("cpu_only") or gpus == 0:
+        dense_dev = dict.fromkeys(s.layers, HOST)
+    else:
+        cuts = (p.get("split_at") or [])[: gpus - 1] or [
+            s.layers[0] + round(i * len(s.layers) / gpus) for i in range(1, gpus)
+        ]
+        dense_dev = {x: f"CUDA{sum(x >= c for c in cuts)}" for x in s.layers}
+    exp_dev = {x: dense_dev[x] for x in s.moe_layers}
+    for x in layer_set(p.get("experts_host"), s.moe_layers):
+        exp_dev[x] = HOST
+    if "n_cpu_moe" in p:  # llama.cpp: blk.0..N-1 (counted from blk.0, dense leads included)
+        for x in s.moe_layers:
+            if x < int(p["n_cpu_moe"]):
+                exp_dev[x] = HOST
+    for dev, spec in (p.get("experts_gpu") or {}).items():
+        for x in layer_set(spec, s.moe_layers):
+            exp_dev[x] = dev
+    chunks = [Chunk(dense_dev[x], x, s.dense_bytes, s.dense_params) for x in s.layers]
+    for x in s.moe_layers:
+        for name, b, prm in s.experts:
+            chunks.append(Chunk(exp_dev[x], x, b, prm, routed=True, name=name))
+    per_layer = s.kv_per_token / len(s.layers)
+    kv: dict[str, float] = {}
+    for x in s.layers:
+        kv[dense_dev[x]] = kv.get(dense_dev[x], 0.0) + per_layer
+    return Workload(tuple(chunks), s.n_expert, s.n_expert_used, tuple(sorted(kv.items())))
+
+
+@dataclass(frozen=True)
+class Record:
+    path: Path
+    id: str
+    source: str
+    machine: Machine
+    shape: Shape
+    measurements: tuple[Measurement, ...]
+
+
+def load(path: Path) -> Record:
+    d = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
+    m = machine(d["hardware"])
+    s = shape(d["model"])
+    out = []
+    for r in d["results"]:
+        place = {**d.get("placement", {}), **r.get("placement", {})}
+        w = workload(s, place, int(place.get("gpus_used", len(m.gpus))))
+        out.append(
+            Measurement(f"{d['id']}: {r['name']}", m, w, int(r["depth"]), float(r["measured"]))
+        )
+    return Record(path, str(d["id"]), str(d["source"]), m, s, tuple(out))
+
+
+def load_dir(folder: Path) -> list[Record]:
+    return [load(p) for p in sorted(folder.glob("*.yaml"))]

@@ -1,0 +1,236 @@
+"""Known GPUs and CPUs with sourced peak figures: the defaults a spec may override.
+
+Peak memory bandwidth is the datasheet figure; the speed model multiplies it by one
+efficiency fitted per machine (model.fit_efficiency), so an entry here never carries a
+guessed "effective" bandwidth. Host bandwidth is channels x MT/s x 8 bytes (one 64-bit
+channel per DIMM slot group; DDR5 counts its two 32-bit subchannels as one channel here).
+CPU FLOPs are peak FP32 FMA throughput (cores x base GHz x FLOPs/cycle): the speed model
+uses them only as a floor on time, so a peak (an upper bound on speed) can never make a
+prediction too fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class GpuFacts:
+    name: str
+    bandwidth: float  # bytes/s, datasheet peak
+    fp16_flops: float  # dense FP16 tensor FLOP/s, datasheet peak
+    pcie: float  # host link bytes/s per direction (x16)
+    source: str
+
+
+@dataclass(frozen=True)
+class CpuFacts:
+    name: str
+    cores: int
+    base_ghz: float
+    flops_per_cycle: int  # FP32 FLOPs per core per cycle (FMA = 2)
+    channels: int  # memory channels of the platform
+    mts: int  # the platform's rated DDR speed in MT/s
+    source: str
+
+    @property
+    def memory_bandwidth(self) -> float:
+        return self.channels * self.mts * 1e6 * 8
+
+    def flops(self, threads: int) -> float:
+        return min(threads, self.cores) * self.base_ghz * 1e9 * self.flops_per_cycle
+
+
+PCIE4 = 32 * GB  # PCIe 4.0 x16, 16 GT/s x 16 lanes, 128b/130b: 31.5 GB/s
+PCIE5 = 64 * GB  # PCIe 5.0 x16: 63 GB/s
+PCIE3 = 16 * GB
+
+GPUS: dict[str, GpuFacts] = {
+    g.name: g
+    for g in (
+        GpuFacts(
+            "RTX PRO 6000 Blackwell",
+            1792 * GB,
+            503.8e12,
+            PCIE5,
+            "NVIDIA RTX PRO 6000 Blackwell datasheet: 96 GB GDDR7, 512-bit, 1792 GB/s "
+            "(Workstation and Max-Q editions share the memory system)",
+        ),
+        GpuFacts(
+            "H100 SXM",
+            3350 * GB,
+            989.4e12,
+            PCIE5,
+            "NVIDIA H100 Tensor Core GPU datasheet: H100 SXM 3.35 TB/s HBM3",
+        ),
+        GpuFacts(
+            "H100 PCIe",
+            2000 * GB,
+            756.5e12,
+            PCIE5,
+            "NVIDIA H100 Tensor Core GPU datasheet: H100 NVL/PCIe 2 TB/s HBM2e",
+        ),
+        GpuFacts(
+            "RTX 5090",
+            1792 * GB,
+            209.5e12,
+            PCIE5,
+            "NVIDIA GeForce RTX 5090 specifications: 32 GB GDDR7, 512-bit, 1792 GB/s",
+        ),
+        GpuFacts(
+            "RTX 4090",
+            1008 * GB,
+            165.2e12,
+            PCIE4,
+            "NVIDIA Ada Lovelace whitepaper (RTX 4090): 24 GB GDDR6X, 384-bit, 1008 GB/s",
+        ),
+        GpuFacts(
+            "RTX 4080",
+            716.8 * GB,
+            97.5e12,
+            PCIE4,
+            "NVIDIA Ada Lovelace whitepaper (RTX 4080): 16 GB GDDR6X, 256-bit, 716.8 GB/s",
+        ),
+        GpuFacts(
+            "RTX 3090",
+            936 * GB,
+            71e12,
+            PCIE4,
+            "NVIDIA Ampere GA102 whitepaper (RTX 3090): 24 GB GDDR6X, 384-bit, 936 GB/s",
+        ),
+        GpuFacts(
+            "RTX 2080",
+            448 * GB,
+            40.3e12,
+            PCIE3,
+            "NVIDIA Turing TU104 whitepaper (RTX 2080): 8 GB GDDR6, 256-bit, 448 GB/s",
+        ),
+        GpuFacts(
+            "RTX A6000",
+            768 * GB,
+            154.8e12,
+            PCIE4,
+            "NVIDIA RTX A6000 datasheet: 48 GB GDDR6, 384-bit, 768 GB/s",
+        ),
+        GpuFacts(
+            "RTX 5060 Ti 16GB",
+            448 * GB,
+            47e12,
+            PCIE5,
+            "NVIDIA GeForce RTX 5060 Ti specifications: 16 GB GDDR7, 128-bit, 448 GB/s",
+        ),
+    )
+}
+
+# FLOPs/cycle: Zen 4 runs AVX-512 on 256-bit units (2 FMA x 8 lanes x 2 = 32); Zen 5 (server
+# and Threadripper 9000) has full 512-bit datapaths (64); Zen 3 AVX2 (32); Granite Rapids
+# 2 x AVX-512 FMA (64); Cascade Lake-X 2 x AVX-512 FMA (64).
+CPUS: dict[str, CpuFacts] = {
+    c.name: c
+    for c in (
+        CpuFacts(
+            "EPYC 9175F",
+            16,
+            4.2,
+            64,
+            12,
+            6400,
+            "AMD EPYC 9175F product page: 16 cores, 4.2 GHz base, 12 channels DDR5-6400 (9005)",
+        ),
+        CpuFacts(
+            "EPYC 9965",
+            192,
+            2.25,
+            64,
+            12,
+            6400,
+            "AMD EPYC 9965 product page: 192 cores, 2.25 GHz base, 12 channels DDR5-6400 (9005)",
+        ),
+        CpuFacts(
+            "EPYC 9654",
+            96,
+            2.4,
+            32,
+            12,
+            4800,
+            "AMD EPYC 9654 product page: 96 cores, 2.4 GHz base, 12 channels DDR5-4800 (9004)",
+        ),
+        CpuFacts(
+            "EPYC 9374F",
+            32,
+            3.85,
+            32,
+            12,
+            4800,
+            "AMD EPYC 9374F product page: 32 cores, 3.85 GHz base, 12 channels DDR5-4800 (9004)",
+        ),
+        CpuFacts(
+            "Threadripper PRO 5975WX",
+            32,
+            3.6,
+            32,
+            8,
+            3200,
+            "AMD Threadripper PRO 5975WX product page: 32 cores, 3.6 GHz, 8 channels DDR4-3200",
+        ),
+        CpuFacts(
+            "Threadripper PRO 7965WX",
+            24,
+            4.2,
+            32,
+            8,
+            5200,
+            "AMD Threadripper PRO 7965WX product page: 24 cores, 4.2 GHz, 8 channels DDR5-5200",
+        ),
+        CpuFacts(
+            "Ryzen 9 7950X",
+            16,
+            4.5,
+            32,
+            2,
+            5200,
+            "AMD Ryzen 9 7950X product page: 16 cores, 4.5 GHz, 2 channels, DDR5-5200 (2x1R)",
+        ),
+        CpuFacts(
+            "Xeon 6980P",
+            128,
+            2.0,
+            64,
+            12,
+            6400,
+            "Intel Xeon 6980P (Granite Rapids) ark: 128 cores, 2.0 GHz, 12 channels DDR5-6400 "
+            "(MRDIMM-8800 also supported)",
+        ),
+        CpuFacts(
+            "Core i9-10900X",
+            10,
+            3.7,
+            64,
+            4,
+            2933,
+            "Intel Core i9-10900X ark: 10 cores, 3.7 GHz, 4 channels DDR4-2933",
+        ),
+    )
+}
+
+
+def gpu(name: str) -> GpuFacts:
+    """The table entry for NAME; a KeyError names the known GPUs."""
+    try:
+        return GPUS[name]
+    except KeyError:
+        raise KeyError(f"unknown GPU {name!r}; known: {', '.join(sorted(GPUS))}") from None
+
+
+def cpu(name: str) -> CpuFacts:
+    try:
+        return CPUS[name]
+    except KeyError:
+        raise KeyError(f"unknown CPU {name!r}; known: {', '.join(sorted(CPUS))}") from None
+
+
+def ddr_bandwidth(channels: int, mts: int) -> float:
+    """Peak bytes/s of CHANNELS 64-bit channels at MTS mega-transfers per second."""
+    return channels * mts * 1e6 * 8

@@ -1,0 +1,297 @@
+"""Decode and prefill speed from where each byte of a model lives.
+
+Decode (one token, batch 1) is a sum over the memories the token passes through, in
+layer order; the devices do not overlap (llama.cpp and ik_llama.cpp run a token's graph
+splits one after another):
+
+    t = sum_d max(bytes_d / (eta * bw_d), flops_d / peak_flops_d)
+        + hops * hop_latency + token_overhead
+
+bytes_d  = dense (non-routed) weights on d, read fully
+         + sum over routed-expert tensors on d: bytes * n_expert_used / n_expert * heat[layer]
+         + KV bytes per context token on d * context depth
+hops     = device changes along the layer order (activations over PCIe; ~12 KB each,
+           so latency, not bandwidth, is the cost: seed 001 estimates 19 us in total)
+eta      = ONE efficiency per machine (memory), fitted by ``fit``; peaks are datasheet
+           figures from hardware.py or the spec.
+
+Prefill is compute-bound: per ubatch of B tokens each device needs
+2 x params_touched x B FLOPs at ``compute_efficiency`` x peak, or, for host-resident
+routed experts with B >= 32 and a GPU present, the weights streamed over PCIe to the GPU
+(llama.cpp's op offload copies the whole tensor), whichever the runtime does.
+A routed tensor touched by B tokens reads the expected share of distinct experts,
+1 - (1 - k/n)^B.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+
+from layoutgen.speed.heat import UNIFORM, HeatProfile, ramp
+
+HOST = "host"
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A device's memory: peak bandwidth (bytes/s) and peak compute (FLOP/s)."""
+
+    name: str
+    bandwidth: float
+    flops: float
+    pcie: float = 0.0  # GPUs: host link bytes/s
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    memories: tuple[Memory, ...]
+    efficiency: float = 1.0  # fitted: effective bandwidth = efficiency x peak, every memory
+
+    def memory(self, name: str) -> Memory:
+        for m in self.memories:
+            if m.name == name:
+                return m
+        raise KeyError(f"machine {self.name!r} has no memory {name!r}")
+
+    @property
+    def gpus(self) -> tuple[Memory, ...]:
+        return tuple(m for m in self.memories if m.name != HOST)
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Weights one layer keeps on one device; routed chunks are one expert tensor."""
+
+    device: str
+    layer: int
+    nbytes: float
+    params: float
+    routed: bool = False
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A service's plan as the speed model sees it."""
+
+    chunks: tuple[Chunk, ...]
+    n_expert: int
+    n_expert_used: int
+    kv_per_token: tuple[tuple[str, float], ...] = ()  # (device, bytes per context token)
+    heat: HeatProfile = UNIFORM
+
+    def with_heat(self, heat: HeatProfile) -> Workload:
+        return replace(self, heat=heat)
+
+    @property
+    def moe_layers(self) -> list[int]:
+        return sorted({c.layer for c in self.chunks if c.routed})
+
+
+@dataclass(frozen=True)
+class Constants:
+    """Mechanism constants shared by every machine (estimates, not fitted)."""
+
+    hop_latency: float = 10e-6  # one CUDA copy + stream sync of a few KB (seconds)
+    token_overhead: float = 0.5e-3  # sampling, graph reuse/launch per token (seconds)
+    op_offload_min_batch: int = 32  # llama.cpp ggml_backend_sched: offload at >= 32 tokens
+    compute_efficiency: float = 0.5  # prefill FLOPs as a share of peak (untested)
+
+
+DEFAULT = Constants()
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    device_seconds: dict[str, float]
+    device_bytes: dict[str, float]
+    hops: int
+    hop_seconds: float
+    overhead: float
+
+    @property
+    def seconds(self) -> float:
+        return sum(self.device_seconds.values()) + self.hop_seconds + self.overhead
+
+    @property
+    def tps(self) -> float:
+        return 1.0 / self.seconds
+
+
+def token_bytes(w: Workload, c: Chunk) -> tuple[float, float]:
+    """(bytes, params) chunk C contributes to one decoded token."""
+    if not c.routed:
+        return c.nbytes, c.params
+    share = w.n_expert_used / w.n_expert * w.heat.of(c.layer)
+    return c.nbytes * share, c.params * share
+
+
+def hops(w: Workload) -> int:
+    """Device changes along the layer order (dense part, then its routed experts)."""
+    order = sorted(w.chunks, key=lambda c: (c.layer, c.routed, c.device))
+    path: list[str] = []
+    for c in order:
+        if not path or path[-1] != c.device:
+            path.append(c.device)
+    return max(0, len(path) - 1)
+
+
+def decode(m: Machine, w: Workload, depth: int, k: Constants = DEFAULT) -> Breakdown:
+    """Time of one generated token at context DEPTH."""
+    nbytes: dict[str, float] = {}
+    flops: dict[str, float] = {}
+    for c in w.chunks:
+        b, p = token_bytes(w, c)
+        nbytes[c.device] = nbytes.get(c.device, 0.0) + b
+        flops[c.device] = flops.get(c.device, 0.0) + 2.0 * p
+    for dev, per_token in w.kv_per_token:
+        nbytes[dev] = nbytes.get(dev, 0.0) + per_token * depth
+    seconds = {}
+    for dev, b in nbytes.items():
+        mem = m.memory(dev)
+        seconds[dev] = max(b / (m.efficiency * mem.bandwidth), flops.get(dev, 0.0) / mem.flops)
+    n = hops(w)
+    return Breakdown(seconds, nbytes, n, n * k.hop_latency, k.token_overhead)
+
+
+def distinct_share(n_expert: int, used: int, tokens: int) -> float:
+    """Expected share of a layer's experts that TOKENS independent tokens touch."""
+    return 1.0 - (1.0 - used / n_expert) ** tokens
+
+
+def prefill_tps(m: Machine, w: Workload, ubatch: int, k: Constants = DEFAULT) -> float:
+    """Prompt tokens per second for ubatches of UBATCH tokens (depth 0)."""
+    touched = distinct_share(w.n_expert, w.n_expert_used, ubatch)
+    offload = ubatch >= k.op_offload_min_batch and bool(m.gpus)
+    seconds = 0.0
+    for dev in {c.device for c in w.chunks}:
+        mem = m.memory(dev)
+        chunks = [c for c in w.chunks if c.device == dev]
+        fl = sum(2.0 * token_bytes(w, c)[1] * ubatch for c in chunks)
+        if dev == HOST and offload:
+            gpu = m.gpus[0]
+            routed = sum(c.nbytes for c in chunks if c.routed)
+            dense_fl = sum(2.0 * c.params * ubatch for c in chunks if not c.routed)
+            seconds += routed / gpu.pcie + (fl - dense_fl) / (k.compute_efficiency * gpu.flops)
+            fl = dense_fl
+        b = sum(c.nbytes * (touched if c.routed else 1.0) for c in chunks)
+        if dev == HOST and offload:
+            b = sum(c.nbytes for c in chunks if not c.routed)
+        seconds += max(b / (m.efficiency * mem.bandwidth), fl / (k.compute_efficiency * mem.flops))
+    seconds += hops(w) * k.hop_latency
+    return ubatch / seconds
+
+
+@dataclass(frozen=True)
+class Measurement:
+    name: str
+    machine: Machine
+    workload: Workload
+    depth: int
+    measured_tps: float
+
+
+@dataclass(frozen=True)
+class Fit:
+    efficiency: float
+    slope: float | None = None  # heat ramp slope, when fitted
+    rows: tuple[tuple[str, float, float], ...] = field(default=())  # name, predicted, measured
+
+    @property
+    def worst_error(self) -> float:
+        return max(abs(p / m - 1.0) for _, p, m in self.rows)
+
+
+def _golden(f: Callable[[float], float], lo: float, hi: float, iters: int = 80) -> float:
+    g = (math.sqrt(5) - 1) / 2
+    a, b = lo, hi
+    c, d = b - g * (b - a), a + g * (b - a)
+    for _ in range(iters):
+        if f(c) < f(d):
+            b = d
+        else:
+            a = c
+        c, d = b - g * (b - a), a + g * (b - a)
+    return (a + b) / 2
+
+
+def _predict(ms: Sequence[Measurement], eta: float, k: Constants) -> list[float]:
+    return [decode(replace(x.machine, efficiency=eta), x.workload, x.depth, k).tps for x in ms]
+
+
+def fit(
+    calibrate: Sequence[Measurement],
+    *,
+    fit_slope: bool = False,
+    k: Constants = DEFAULT,
+) -> Fit:
+    """One machine's efficiency (and optionally a heat-ramp slope) from CALIBRATE.
+
+    Minimises the squared log error of decode t/s. With ``fit_slope`` the workloads'
+    heat becomes ``ramp(moe_layers, slope)`` and the slope is fitted too, so at most two
+    constants come out; every measurement must be on the same machine.
+    """
+    if len({x.machine.name for x in calibrate}) != 1:
+        raise ValueError("fit: all measurements must be on one machine (one constant each)")
+
+    def loss_eta(ms: Sequence[Measurement]) -> Callable[[float], float]:
+        def loss(eta: float) -> float:
+            preds = _predict(ms, eta, k)
+            return sum(math.log(p / x.measured_tps) ** 2 for p, x in zip(preds, ms, strict=True))
+
+        return loss
+
+    def with_slope(slope: float) -> list[Measurement]:
+        return [
+            replace(x, workload=x.workload.with_heat(ramp(x.workload.moe_layers, slope)))
+            for x in calibrate
+        ]
+
+    slope: float | None = None
+    ms: Sequence[Measurement] = calibrate
+    if fit_slope:
+
+        def loss_slope(s: float) -> float:
+            cand = with_slope(s)
+            return loss_eta(cand)(_golden(loss_eta(cand), 0.01, 2.0))
+
+        slope = _golden(loss_slope, -0.95, 0.95, iters=60)
+        ms = with_slope(slope)
+    eta = _golden(loss_eta(ms), 0.01, 2.0)
+    preds = _predict(ms, eta, k)
+    rows = tuple((x.name, p, x.measured_tps) for x, p in zip(ms, preds, strict=True))
+    return Fit(eta, slope, rows)
+
+
+def marginal_gb(
+    m: Machine,
+    w: Workload,
+    depth: int,
+    gpu: str,
+    budget: float = 1e9,
+    k: Constants = DEFAULT,
+) -> tuple[float, tuple[str, ...]]:
+    """Decode t/s gained by moving the hottest host expert tensors that fit BUDGET to GPU.
+
+    Tensors are taken hottest first (heat x bytes saved per token), each only if it still
+    fits; returns (t/s gained, names moved). Nothing fits (GLM-5.1's smallest expert
+    tensor is 1225 MiB > 1 GB): (0.0, ()).
+    """
+    before = decode(m, w, depth, k).tps
+    host = [c for c in w.chunks if c.device == HOST and c.routed]
+    host.sort(key=lambda c: (-w.heat.of(c.layer), c.nbytes, c.layer, c.name))
+    moved: list[Chunk] = []
+    left = budget
+    for c in host:
+        if c.nbytes <= left:
+            moved.append(c)
+            left -= c.nbytes
+    if not moved:
+        return 0.0, ()
+    ids = {id(c) for c in moved}
+    chunks = tuple(replace(c, device=gpu) if id(c) in ids else c for c in w.chunks)
+    after = decode(m, replace(w, chunks=chunks), depth, k).tps
+    return after - before, tuple(f"blk.{c.layer}.{c.name}" for c in moved)

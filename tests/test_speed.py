@@ -1,0 +1,241 @@
+"""Speed model (layoutgen.speed): acceptance figures, then each term on its own."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from layoutgen.speed import cases, hardware, heat, model, report
+from layoutgen.speed.model import HOST, Chunk, Machine, Memory, Workload
+
+DATA = Path(__file__).parent / "speed_data"
+SEED = DATA / "seed001-glm51-epyc9175f.yaml"
+
+
+def test_public_results_within_15_percent_one_constant_per_machine() -> None:
+    recs = [r for r in cases.load_dir(DATA) if not r.id.startswith("seed")]
+    results = [m for r in recs for m in r.measurements]
+    assert len(results) >= 10
+    machines = {m.machine.name for m in results}
+    assert len(machines) == len(recs)  # one record, one machine, one fitted constant
+    table = report.table(DATA)
+    for r in recs:
+        f = model.fit(r.measurements)
+        assert f.slope is None
+        assert f.worst_error < 0.15, table
+
+
+def test_seed001_calibrated_on_configs_1_and_5_predicts_the_others_within_5_percent() -> None:
+    ms = cases.load(SEED).measurements
+    assert [m.measured_tps for m in ms] == [18.84, 18.84, 18.86, 19.94, 21.75]
+    f = model.fit([ms[0], ms[4]], fit_slope=True)  # two constants: efficiency, heat slope
+    assert f.slope is not None
+    for x in ms:
+        w = x.workload.with_heat(heat.ramp(x.workload.moe_layers, f.slope))
+        p = model.decode(replace(x.machine, efficiency=f.efficiency), w, x.depth).tps
+        assert abs(p / x.measured_tps - 1) < 0.05, report.table(DATA)
+    # the GLM prior in heat.py is this fit, rounded
+    assert pytest.approx(f.slope, abs=5e-4) == heat.GLM_DSA_SLOPE
+
+
+def test_seed001_one_constant_uniform_heat_also_within_5_percent() -> None:
+    """Without any heat profile, the efficiency from configuration 1 alone suffices."""
+    ms = cases.load(SEED).measurements
+    f = model.fit([ms[0]])
+    errs = []
+    for x in ms:
+        p = model.decode(replace(x.machine, efficiency=f.efficiency), x.workload, x.depth).tps
+        errs.append(p / x.measured_tps - 1)
+    assert max(abs(e) for e in errs) < 0.05
+    assert errs[3] > 0.02  # config 4 (tail 14 layers) is where uniform heat is weakest
+
+
+# --- terms, with figures derived by hand -------------------------------------------------
+
+
+def machine(host_bw: float = 100e9, gpu_bw: float = 1000e9, eta: float = 1.0) -> Machine:
+    return Machine("m", (Memory(HOST, host_bw, 1e15), Memory("CUDA0", gpu_bw, 1e15, 32e9)), eta)
+
+
+def moe_workload(expert_dev: str = HOST) -> Workload:
+    chunks = [Chunk("CUDA0", 0, 1e9, 0.5e9)]  # dense: 1 GB read fully
+    chunks += [Chunk(expert_dev, 1, 8e9, 4e9, routed=True, name="ffn_up_exps")]
+    return Workload(tuple(chunks), n_expert=64, n_expert_used=8, kv_per_token=(("CUDA0", 1e5),))
+
+
+K0 = model.Constants(hop_latency=0.0, token_overhead=0.0)
+
+
+def test_decode_reads_dense_fully_and_k_over_n_of_routed_experts() -> None:
+    b = model.decode(machine(), moe_workload(), depth=0, k=K0)
+    assert b.device_bytes == {"CUDA0": 1e9, HOST: 1e9}  # 8 GB x 8/64
+    assert b.device_seconds["CUDA0"] == pytest.approx(1e-3)  # 1 GB / 1000 GB/s
+    assert b.device_seconds[HOST] == pytest.approx(10e-3)  # 1 GB / 100 GB/s
+    assert b.tps == pytest.approx(1 / 11e-3)
+
+
+def test_kv_read_grows_with_depth_on_its_device() -> None:
+    b = model.decode(machine(), moe_workload(), depth=10_000, k=K0)
+    assert b.device_bytes["CUDA0"] == pytest.approx(1e9 + 1e5 * 10_000)  # +1 GB
+    assert b.device_seconds["CUDA0"] == pytest.approx(2e-3)
+
+
+def test_efficiency_scales_every_memory() -> None:
+    b = model.decode(machine(eta=0.5), moe_workload(), depth=0, k=K0)
+    assert b.seconds == pytest.approx(22e-3)
+
+
+def test_heat_weights_a_layers_routed_bytes() -> None:
+    w = moe_workload().with_heat(heat.HeatProfile({1: 1.5}))
+    assert model.decode(machine(), w, 0, K0).device_bytes[HOST] == pytest.approx(1.5e9)
+
+
+def test_hops_and_overhead() -> None:
+    w = moe_workload()  # CUDA0 (dense 0) -> host (experts 1): one hand-off
+    assert model.hops(w) == 1
+    k = model.Constants(hop_latency=10e-6, token_overhead=0.5e-3)
+    b = model.decode(machine(), w, 0, k)
+    assert b.seconds == pytest.approx(11e-3 + 10e-6 + 0.5e-3)
+    assert model.hops(moe_workload("CUDA0")) == 0
+
+
+def test_compute_floor_dominates_when_flops_are_scarce() -> None:
+    m = Machine("slow", (Memory(HOST, 100e9, 1e12), Memory("CUDA0", 1e12, 1e15)))
+    # host: 4e9 params x 8/64 = 0.5e9 params -> 1e9 FLOP / 1e12 = 1 ms < 10 ms memory
+    assert model.decode(m, moe_workload(), 0, K0).device_seconds[HOST] == pytest.approx(10e-3)
+    m2 = replace(m, memories=(Memory(HOST, 100e9, 1e10), m.memories[1]))
+    assert model.decode(m2, moe_workload(), 0, K0).device_seconds[HOST] == pytest.approx(0.1)
+
+
+def test_distinct_expert_share() -> None:
+    assert model.distinct_share(256, 8, 1) == pytest.approx(8 / 256)
+    assert model.distinct_share(256, 8, 30) == pytest.approx(1 - (248 / 256) ** 30)
+    assert model.distinct_share(256, 8, 2000) == pytest.approx(1.0)
+
+
+def test_prefill_streams_host_experts_over_pcie_from_32_tokens() -> None:
+    m, w = machine(), moe_workload()
+    k = replace(K0, compute_efficiency=1.0)
+    # 512 tokens: host experts (8 GB) cross PCIe at 32 GB/s = 250 ms, their FLOPs run on
+    # the GPU (0.5e9 params x 2 x 512 / 1e15 = 0.512 ms), the dense GB reads in 1 ms
+    t512 = 512 / model.prefill_tps(m, w, 512, k)
+    assert t512 == pytest.approx(0.25 + 0.512e-3 + 1e-3, rel=1e-6)
+    # 16 tokens: the CPU reads the distinct experts, 8 GB x share(16) / 100 GB/s
+    t16 = 16 / model.prefill_tps(m, w, 16, k)
+    share = model.distinct_share(64, 8, 16)
+    assert t16 == pytest.approx(8e9 * share / 100e9 + 1e-3, rel=1e-3)
+
+
+def test_fit_recovers_a_known_efficiency() -> None:
+    w = moe_workload()
+    truth = model.decode(machine(eta=0.4), w, 0).tps
+    meas = model.Measurement("x", machine(), w, 0, truth)
+    assert model.fit([meas]).efficiency == pytest.approx(0.4, rel=1e-4)
+
+
+def test_fit_refuses_two_machines() -> None:
+    w = moe_workload()
+    a = model.Measurement("a", machine(), w, 0, 50.0)
+    b = model.Measurement("b", replace(machine(), name="other"), w, 0, 50.0)
+    with pytest.raises(ValueError, match="one machine"):
+        model.fit([a, b])
+
+
+def test_marginal_gb_moves_the_hottest_tensor_that_fits() -> None:
+    m = machine()
+    chunks = [Chunk("CUDA0", 0, 1e9, 1e9)]
+    chunks += [Chunk(HOST, i, 0.6e9, 0.3e9, routed=True, name="ffn_up_exps") for i in (1, 2)]
+    w = Workload(tuple(chunks), 8, 8, (), heat.HeatProfile({1: 0.5, 2: 1.5}))
+    gain, moved = model.marginal_gb(m, w, 0, "CUDA0", budget=1e9, k=K0)
+    assert moved == ("blk.2.ffn_up_exps",)  # hottest; the second would exceed 1 GB
+    # host bytes 0.3 + 0.9 GB -> 0.3 GB; GPU 1 GB -> 1.9 GB
+    before, after = 1 / (1e-3 + 12e-3), 1 / (1.9e-3 + 3e-3)
+    assert gain == pytest.approx(after - before)
+
+
+def test_marginal_gb_is_zero_when_no_glm_tensor_fits_in_1_gb() -> None:
+    x = cases.load(SEED).measurements[0]
+    assert model.marginal_gb(x.machine, x.workload, 61, "CUDA0") == (0.0, ())
+    gain, moved = model.marginal_gb(x.machine, x.workload, 61, "CUDA0", budget=2 * 2**30)
+    assert moved and gain > 0
+
+
+# --- heat ---------------------------------------------------------------------------------
+
+
+def test_ramp_has_mean_one_and_head_hot_for_positive_slope() -> None:
+    p = heat.ramp(list(range(3, 78)), 0.4)
+    assert sum(p.values.values()) / 75 == pytest.approx(1.0)
+    assert p.of(3) == pytest.approx(1.4) and p.of(77) == pytest.approx(0.6)
+    assert heat.prior("glm-dsa", [3, 4]).of(3) > 1 and heat.prior("qwen3moe", [3]).of(3) == 1
+
+
+def test_heat_yaml(tmp_path: Path) -> None:
+    f = tmp_path / "h.yaml"
+    f.write_text("schema: 1\nsource: hand\nlayers:\n  3: 300\n  4: 100\n")
+    p = heat.load_yaml(f)
+    assert (p.of(3), p.of(4), p.of(5)) == (1.5, 0.5, 1.0)
+    f.write_text("schema: 1\nlayers:\n  3: 0\n")
+    with pytest.raises(heat.HeatError, match="layer 3 has count 0; counts must be > 0"):
+        heat.load_yaml(f)
+    f.write_text("layers: {}\n")
+    with pytest.raises(heat.HeatError, match="expected a mapping with 'schema: 1'"):
+        heat.load_yaml(f)
+
+
+def test_heat_from_mainline_imatrix_gguf(tmp_path: Path) -> None:
+    gguf = pytest.importorskip("gguf")
+    import numpy as np
+
+    path = tmp_path / "imatrix.gguf"
+    w = gguf.GGUFWriter(str(path), "imatrix")
+    for layer, counts in ((1, [30.0, 10.0]), (2, [20.0, 20.0])):
+        name = f"blk.{layer}.ffn_down_exps.weight"
+        w.add_tensor(f"{name}.in_sum2", np.ones((2, 4), dtype=np.float32))
+        w.add_tensor(f"{name}.counts", np.array([counts], dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    profile, per_expert = heat.load_imatrix_gguf(path)
+    assert per_expert == {1: [30.0, 10.0], 2: [20.0, 20.0]}
+    assert profile.of(1) == profile.of(2) == 1.0  # top-k: equal tokens per layer
+
+
+# --- hardware -------------------------------------------------------------------------------
+
+
+def test_hardware_figures() -> None:
+    assert hardware.gpu("RTX PRO 6000 Blackwell").bandwidth == 1792e9
+    assert hardware.gpu("H100 SXM").bandwidth == 3350e9
+    assert hardware.gpu("RTX 4090").bandwidth == 1008e9
+    assert hardware.gpu("RTX 3090").bandwidth == 936e9
+    assert hardware.cpu("EPYC 9175F").memory_bandwidth == pytest.approx(614.4e9)
+    assert hardware.cpu("EPYC 9654").memory_bandwidth == pytest.approx(460.8e9)
+    assert hardware.ddr_bandwidth(2, 5600) == pytest.approx(89.6e9)
+    with pytest.raises(KeyError, match="unknown GPU 'RTX 9999'; known: "):
+        hardware.gpu("RTX 9999")
+    assert all(g.source for g in hardware.GPUS.values())
+    assert all(c.source for c in hardware.CPUS.values())
+
+
+def test_records_carry_sources_and_verbatim_lines() -> None:
+    from ruamel.yaml import YAML
+
+    for f in DATA.glob("*.yaml"):
+        d = YAML(typ="safe").load(f.read_text())
+        assert d["source"] and d["hardware"] and d["model"]
+        assert all(r["verbatim"] and str(r["measured"]) in r["verbatim"] for r in d["results"])
+
+
+def test_glm_seed_bytes_match_the_log() -> None:
+    rec = cases.load(SEED)
+    s = rec.shape
+    assert len(s.moe_layers) == 75 and s.moe_layers[0] == 3 and s.moe_layers[-1] == 77
+    assert sum(b for _, b, _ in s.experts) == 4088 * 2**20
+    host = sum(c.nbytes for c in rec.measurements[0].workload.chunks if c.device == HOST)
+    assert host == 75 * 4088 * 2**20  # CUDA_Host 307110.47 MiB less token_embd 510.47
+    assert math.isclose(s.dense_bytes * len(s.layers), 14498.95 * 2**20)
