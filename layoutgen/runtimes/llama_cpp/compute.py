@@ -511,6 +511,9 @@ def host(g: Graph) -> int:
             max((_ffn(g, il, experts_here=True) for il in range(hp.n_layer)), default=0),
             e + (hp.vocab or 0),
         )
+        if not g.kv.rt.follows("mixed-batch-embeddings"):
+            # one get_rows result, no mixed batch and no held dup of it
+            return embd + mask_bytes(g) + small + width * ub * F32 + _flat(g) + ALIGN_SLACK
         width += _held(g, first=True) * e
         return 4 * embd + mask_bytes(g) + small + width * ub * F32 + _flat(g) + ALIGN_SLACK
     # graph inputs (mask, indices, two embeddings inputs), n_copies times, and the two
