@@ -8,8 +8,8 @@ ik_llama.cpp's history (``git rev-list --count`` at each merge commit).
 from __future__ import annotations
 
 import datetime
-import re
 import json
+import re
 from pathlib import Path
 
 import pytest
