@@ -55,6 +55,9 @@ def _service(
     base, name, mid = ("services", rs.name), rs.name, rs.service.model
     runtime = spec.runtimes.get(rs.service.runtime)
     rt = runtime.rules() if runtime is not None else None
+    if rt is not None and rt.MEMORY == "budget":
+        yield from _budgeted(rs, rt, profile)
+        return
     if rt is not None and rt.PLANNABLE and profile.format == "safetensors":
         yield Problem(
             (*base, "model"),
@@ -279,3 +282,61 @@ def _partial_offload(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iter
             f"{label}: with layers on the CPU, experts follow their layers; write "
             f"'experts: gpu', 'host' or 'n-cpu-moe' (not '{rs.experts.mode}')",
         )
+
+
+def _budgeted(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterator[Problem]:
+    """A vLLM service's model: a Hugging Face checkpoint vLLM can split over its GPUs,
+    whose state layoutgen can size, asked for no more context than it was trained for
+    (vLLM refuses a longer --max-model-len unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)."""
+    from layoutgen.runtimes.vllm import gated_delta_net, tp_sizes
+
+    base, name, mid = ("services", rs.name), rs.name, rs.service.model
+    hp = profile.hparams
+    if profile.format != rt.LOADS:
+        yield Problem(
+            (*base, "model"),
+            f"services.{name}.model: model {mid!r} is a GGUF (its profile says format: "
+            f"{profile.format}); vLLM's GGUF support is experimental and layoutgen does not "
+            "plan it: serve the Hugging Face checkpoint (layoutgen inspect DIR writes its "
+            "profile), or use a llama.cpp runtime",
+        )
+        return
+    if hp.recurrent_layers and not gated_delta_net(hp):
+        yield Problem(
+            (*base, "model"),
+            f"services.{name}.model: model {mid!r} has recurrent layers that are not Gated "
+            "DeltaNet (no ssm group count or time-step rank), whose vLLM state layoutgen "
+            "cannot size yet",
+        )
+    sizes = tp_sizes(hp)
+    if rs.gpus and len(rs.gpus) not in sizes:
+        origin = rs.origins["gpus"]
+        yield Problem(
+            (*base, "gpus" if origin.source == "spec" else "role"),
+            f"services.{name}.gpus: vLLM runs one tensor-parallel rank per GPU and cannot "
+            f"split model {mid!r} ({_most(hp.n_head)} attention heads, "
+            f"{_most(hp.n_head_kv) or _most(hp.n_head)} KV heads) over {len(rs.gpus)} GPUs; "
+            f"give it {', '.join(str(n) for n in sizes if n <= 16)} GPUs",
+        )
+    trained = hp.n_ctx_train
+    if rs.service.ctx == 0 and not trained:
+        yield Problem(
+            (*base, "ctx"),
+            f"services.{name}.ctx: 0 means the context model {mid!r} was trained for, and "
+            "its profile does not say (no n_ctx_train); write the context in tokens",
+        )
+    allowed = rs.service.env.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN") in ("1", "true", "True")
+    if trained and rs.service.ctx > trained and not allowed:
+        yield Problem(
+            (*base, "ctx"),
+            f"services.{name}.ctx: {rs.service.ctx} tokens exceed the {trained} model "
+            f"{mid!r} was trained for, and vLLM refuses a longer --max-model-len; write "
+            f"ctx: {trained} or less (or set env VLLM_ALLOW_LONG_MAX_MODEL_LEN: '1' with "
+            "RoPE scaling in args)",
+        )
+
+
+def _most(value: int | tuple[int, ...] | None) -> int:
+    if value is None:
+        return 0
+    return max(value) if isinstance(value, tuple) else value

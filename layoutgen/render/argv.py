@@ -154,3 +154,32 @@ def _experts(rs: ResolvedService, plan: ServicePlan) -> list[str]:
     for rule in expert_rules(moved, singles):
         out += ["-ot", rule.arg()]
     return [*out, "--cpu-moe"] if host_layers else out
+
+
+def vllm_argv(spec: Spec, rs: ResolvedService, plan: ServicePlan) -> tuple[str, ...]:
+    """``vllm serve`` pinned to the plan: the model directory, the request shape
+    (``--max-model-len``, ``--max-num-seqs``, ``--max-num-batched-tokens``), the
+    tensor-parallel size, the budget (``--gpu-memory-utilization``, and
+    ``--kv-cache-memory-bytes`` where the release has it), the KV cache dtype;
+    then the passthrough ``args``.  The model goes as ``--model``: both entrypoints
+    of the official image take it (``vllm serve``, and the older
+    ``python3 -m vllm.entrypoints.openai.api_server``).  The API key reaches the
+    server as ``VLLM_API_KEY`` from a podman secret, never as an argument."""
+    svc = rs.service
+    b = plan.budget
+    assert b is not None
+    argv = ["vllm", "serve", "--model", model_path(spec, rs)]
+    argv += ["--host", _bind(spec, rs), "--port", str(svc.port)]
+    argv += ["--max-model-len", str(b.max_model_len), "--max-num-seqs", str(b.max_num_seqs)]
+    argv += ["--max-num-batched-tokens", str(rs.batch)]
+    argv += ["--tensor-parallel-size", str(b.tensor_parallel_size)]
+    argv += ["--gpu-memory-utilization", b.utilization]
+    if b.kv_cache_memory_bytes is not None:
+        argv += ["--kv-cache-memory-bytes", str(b.kv_cache_memory_bytes)]
+    argv += ["--kv-cache-dtype", svc.kv_cache_dtype or "auto"]
+    if svc.enforce_eager:
+        argv.append("--enforce-eager")
+    if svc.served_model_name is not None:
+        argv += ["--served-model-name", svc.served_model_name]
+    argv += list(svc.args)
+    return tuple(argv)

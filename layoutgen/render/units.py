@@ -20,6 +20,7 @@ from pathlib import PurePosixPath
 from layoutgen.errors import LayoutgenError
 from layoutgen.render import quoting, sandbox
 from layoutgen.render.argv import API_KEY_PATH, MODELS_DIR, rpc_devices
+from layoutgen.runtimes.base import Runtime
 from layoutgen.solve.plan import Plan, ServicePlan
 from layoutgen.spec.checks import LOOPBACK, conflicting
 from layoutgen.spec.roles import ResolvedService
@@ -46,6 +47,7 @@ QUADLET_SINCE: dict[str, tuple[int, int]] = {
     "HealthStartPeriod": (4, 5),
     "PodmanArgs": (4, 5),
     "Ulimit": (4, 7),
+    "ShmSize": (5, 0),
     "Notify=healthy": (5, 0),
 }
 #: podman flags for keys a target version lacks (written through PodmanArgs=).
@@ -55,6 +57,7 @@ PODMAN_FLAG = {
     "HealthCmd": "--health-cmd",
     "HealthInterval": "--health-interval",
     "HealthStartPeriod": "--health-start-period",
+    "ShmSize": "--shm-size",
 }
 
 
@@ -87,7 +90,10 @@ def timeout_start(plan: ServicePlan) -> int:
     at ~0.5-1 GB/s takes several minutes, which this covers.
     """
     gib = sum(p.weights + p.created for p in plan.buffers.values()) / 2**30
-    return 120 + int(2 * gib)
+    # vLLM compiles the model (torch.compile) and captures CUDA graphs before /health
+    # answers: minutes on a cold cache
+    compile_and_capture = 300 if plan.budget is not None else 0
+    return 120 + int(2 * gib) + compile_and_capture
 
 
 def _pinned(spec: Spec, rs: ResolvedService, sp: ServicePlan) -> bool:
@@ -211,6 +217,10 @@ def _start_after(
 def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit:
     svc = rs.service
     runtime = spec.runtimes[svc.runtime]
+    rt = runtime.rules()
+    # the image's entrypoint supplies the argv's first words (llama-server; vllm serve)
+    args = sp.argv[rt.ENTRYPOINT_WORDS :]
+    env = [f"{k}={v}" for k, v in sorted(svc.env.items())]
     model_path = PurePosixPath(spec.models[svc.model].path)
     by_id = {g.id: g for g in spec.host.gpus}
     pinned = _pinned(spec, rs, sp)
@@ -234,8 +244,12 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
     for dev in devices:
         options += ["--device", dev]
     options += ["--env", "CUDA_DEVICE_ORDER=PCI_BUS_ID"]
+    for pair in env:
+        options += ["--env", pair]
     options += ["--publish", publish, "--volume", volume]
-    options += [flag for key, value in _api_key(svc) for flag in (PODMAN_OPTION[key], value)]
+    if rt.SHM_SIZE is not None:
+        options += ["--shm-size", rt.SHM_SIZE]
+    options += [flag for key, value in _api_key(svc, rt) for flag in (PODMAN_OPTION[key], value)]
     options += ["--security-opt", "no-new-privileges", "--cap-drop", "all"]
     for cap in caps:
         options += ["--cap-add", cap]
@@ -250,7 +264,7 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
         f"{timeout}s",
     ]
 
-    command = list(sp.argv[1:]) if runtime.image else [runtime.binary or "", *sp.argv[1:]]
+    command = list(args) if runtime.image else [runtime.binary or "", *sp.argv[1:]]
     unit_section = [("Description", description)]
     unit_section += [("After", " ".join(["network-online.target", *deps.wants]))]
     unit_section += [("Wants", " ".join(["network-online.target", *deps.wants]))]
@@ -268,14 +282,14 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
     quadlet: dict[str, list[tuple[str, str]]] = {"Unit": unit_section}
     if runtime.image is not None and "quadlet" in spec.host.targets:
         quadlet["Container"] = _container(
-            spec, rs, runtime.image, devices, publish, volume, caps, pinned, health, timeout, sp
+            spec, rs, runtime.image, devices, publish, volume, caps, pinned, health, timeout, args
         )
         quadlet["Service"] = service_common + _readiness(spec, svc.port, quadlet["Container"])
         quadlet["Install"] = [("WantedBy", "default.target")]
 
     service: dict[str, list[tuple[str, str]]] = {"Unit": unit_section}
     if runtime.image is not None:
-        podman = ["/usr/bin/podman", "run", *options, runtime.image, *sp.argv[1:]]
+        podman = ["/usr/bin/podman", "run", *options, runtime.image, *args]
         service["Service"] = [
             ("Type", "exec"),
             ("ExecStart", quoting.systemd_line(podman)),
@@ -296,7 +310,8 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
                 open_network=svc.expose or None in addresses,
                 peers=tuple(a for a in addresses if a is not None),
             ),
-            *[(k, v) for k, v in _api_key(svc) if k == "EnvironmentFile"],
+            *[("Environment", pair) for pair in env],
+            *[(k, v) for k, v in _api_key(svc, rt) if k == "EnvironmentFile"],
             *([("LimitMEMLOCK", "infinity")] if pinned else []),
             *_wait(svc.port),
             *service_common,
@@ -330,11 +345,13 @@ def _checked(sections: dict[str, list[tuple[str, str]]]) -> dict[str, list[tuple
 PODMAN_OPTION = {"Secret": "--secret", "Volume": "--volume", "EnvironmentFile": "--env-file"}
 
 
-def _api_key(svc: Service) -> list[tuple[str, str]]:
+def _api_key(svc: Service, rt: Runtime) -> list[tuple[str, str]]:
     """The API key reaches the server as a file or environment, never as an argument."""
     key = svc.api_key
     if key is None:
         return []
+    if key.secret is not None and rt.API_KEY_ENV is not None:
+        return [("Secret", f"{key.secret},type=env,target={rt.API_KEY_ENV}")]
     if key.secret is not None:
         return [("Secret", f"{key.secret},type=mount,target={API_KEY_PATH}")]
     if key.file is not None:
@@ -367,7 +384,7 @@ def _container(
     pinned: bool,
     health: str,
     timeout: int,
-    sp: ServicePlan,
+    args: tuple[str, ...],
 ) -> list[tuple[str, str]]:
     if spec.host.podman is None:
         raise RenderError(
@@ -379,8 +396,12 @@ def _container(
     keys: list[tuple[str, str]] = [("ContainerName", rs.name), ("Image", image)]
     keys += [("AddDevice", d) for d in devices]
     keys += [("Environment", "CUDA_DEVICE_ORDER=PCI_BUS_ID")]
+    keys += [("Environment", f"{k}={v}") for k, v in sorted(rs.service.env.items())]
     keys += [("PublishPort", publish), ("Volume", volume)]
-    keys += _api_key(rs.service)
+    rt = spec.runtimes[rs.service.runtime].rules()
+    if rt.SHM_SIZE is not None:
+        keys.append(("ShmSize", rt.SHM_SIZE))
+    keys += _api_key(rs.service, rt)
     keys += [("NoNewPrivileges", "true"), ("DropCapability", "all")]
     keys += [("AddCapability", c) for c in caps]
     if pinned:
@@ -388,7 +409,7 @@ def _container(
     keys += [("HealthCmd", health), ("HealthInterval", "10s"), ("HealthStartPeriod", f"{timeout}s")]
     if target >= QUADLET_SINCE["Notify=healthy"]:
         keys.append(("Notify", "healthy"))
-    keys.append(("Exec", quoting.systemd_line(sp.argv[1:])))
+    keys.append(("Exec", quoting.systemd_line(args)))
     return _fit_version(keys, target)
 
 

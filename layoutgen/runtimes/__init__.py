@@ -18,8 +18,7 @@ def get(kind: str, version: str | None = None, sched_copies: int = 4) -> Runtime
     VersionError for a version that names no build, KeyError for an unknown kind."""
     from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp
     from layoutgen.runtimes.llama_cpp import LlamaCpp
-    from layoutgen.runtimes.rules import parse_version
     from layoutgen.runtimes.vllm import Vllm
 
     cls = {c.KIND: c for c in (LlamaCpp, IkLlamaCpp, Vllm)}[kind]
-    return cls(None if version is None else parse_version(version), sched_copies)
+    return cls(None if version is None else cls.parse_version(version), sched_copies)

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from layoutgen.runtimes.rules import Rule, Version
+from layoutgen.runtimes.rules import Rule, Version, parse_version
 
 if TYPE_CHECKING:
     from layoutgen.models.profile import HParams, Profile
@@ -72,6 +72,49 @@ class Runtime:
 
     #: whether it reads the API key from LLAMA_API_KEY
     READS_API_KEY_ENV: ClassVar[bool] = False
+
+    # ---- what differs between a tensor-placing runtime and a budgeted one -----------
+    #: how its memory is planned: "tensors" (every tensor and buffer: llama.cpp,
+    #: ik_llama.cpp) or "budget" (one budget per GPU, filled with KV: vLLM)
+    MEMORY: ClassVar[Literal["tensors", "budget"]] = "tensors"
+    #: the profile format it loads
+    LOADS: ClassVar[Literal["gguf", "safetensors"]] = "gguf"
+    #: whether ``ctx`` is the total over all slots (-c); else one request's length
+    CTX_IS_TOTAL: ClassVar[bool] = True
+    #: words at the front of the argv that a container image's entrypoint supplies
+    ENTRYPOINT_WORDS: ClassVar[int] = 1
+    #: the variable it reads its API key from when a podman secret provides it
+    #: (None: a file, ``--api-key-file``)
+    API_KEY_ENV: ClassVar[str | None] = None
+    #: service keys only some runtimes read: the ones this runtime reads
+    SERVICE_KEYS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "cache_type_k",
+            "cache_type_v",
+            "ubatch",
+            "threads",
+            "threads_batch",
+            "experts",
+            "reasoning",
+            "mlock",
+            "tensor_split",
+            "tensor_overrides",
+            "gpu_layers",
+            "measured",
+        }
+    )
+    #: a key another runtime reads -> what to write instead on this one
+    INSTEAD: ClassVar[Mapping[str, str]] = {}
+    #: the container's /dev/shm (podman --shm-size), None: podman's default 64m
+    SHM_SIZE: ClassVar[str | None] = None
+    #: flags layoutgen decides, refused in passthrough args: (flags, what to write
+    #: instead); None: llama.cpp's table (layoutgen.spec.checks.OWNED)
+    OWNED_FLAGS: ClassVar[tuple[tuple[tuple[str, ...], str], ...] | None] = None
+
+    @classmethod
+    def parse_version(cls, text: str) -> Version:
+        """A ``version:`` as this runtime's builds print it; raises VersionError."""
+        return parse_version(text)
 
     @property
     def kind(self) -> str:

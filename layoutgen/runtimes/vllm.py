@@ -1,20 +1,358 @@
-"""vLLM: declared in specs, not yet planned (its memory model is a budget, DESIGN §5).
+"""vLLM: one budget per GPU, filled with KV blocks (DESIGN §5 "vLLM"; issue 17).
 
-vLLM takes ``gpu_memory_utilization`` x the card and fills what its weights,
-activations and CUDA graphs leave with KV blocks; planning it beside
-llama.cpp servers is issue 17.  Until then a vLLM service is refused by
-``validate`` with that reason, and this module says so in one place.
+vLLM does not place tensors: each tensor-parallel worker loads its share of
+the weights, profiles one forward pass, and takes KV blocks from a budget
+(``--gpu-memory-utilization`` x the card, or exactly
+``--kv-cache-memory-bytes`` where the release has that flag).  layoutgen
+turns that around: the spec says how many requests (``parallel`` =
+``--max-num-seqs``) of how many tokens (``ctx`` = ``--max-model-len``) must
+fit, the KV cache is sized for them in whole blocks, and the budget is the
+weights share + activation peak + non-torch memory (+ CUDA graphs where the
+release counts them in the budget) + that KV cache.  The memory terms come
+from :mod:`layoutgen.runtimes.vllm_memory`; this module holds what the
+solver and the renderers ask: versions and their dated rules, the model's
+dimensions from a ``format: safetensors`` profile, how many GPUs can split
+it, the flags layoutgen owns, and the rounded ``--gpu-memory-utilization``.
+
+Read from the vLLM wheels 0.8.5 … 0.33.0 (see vllm_memory's docstring).
 """
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
+from layoutgen.errors import printable
+from layoutgen.models.profile import HParams, Profile
+from layoutgen.runtimes import vllm_memory as vm
 from layoutgen.runtimes.base import Runtime
+from layoutgen.runtimes.rules import Version, VersionError
+from layoutgen.spec.literals import clip
+
+#: the newest release whose source the rules were read from (no ``version:``)
+NEWEST = "0.33.0"
+#: the oldest release planned: the V1 engine (default from 0.8.0) allocates KV as
+#: vllm_memory models it; V0 is covered there for logs only
+OLDEST = (0, 8, 0)
+_VERSION = re.compile(r"v?[0-9]{1,3}(\.[0-9]{1,4}){1,3}((\.?post|rc|\.dev)[0-9]{1,6})?")
+
+
+@dataclass(frozen=True)
+class Release:
+    """One behaviour vLLM has had since a release, with where that is recorded."""
+
+    name: str
+    since: tuple[int, ...]
+    source: str
+    summary: str
+
+    def applies(self, release: tuple[int, ...]) -> bool:
+        return release >= self.since
+
+
+RELEASES: tuple[Release, ...] = (
+    Release(
+        "kv-cache-memory-bytes",
+        (0, 10, 2),
+        "vllm/engine/arg_utils.py of the 0.10.2 wheel: cache_group.add_argument("
+        '"--kv-cache-memory-bytes", ...) (absent from 0.10.1.1); gpu_worker.py '
+        "determine_available_memory returns it as the KV cache, unprofiled",
+        "--kv-cache-memory-bytes sets the KV cache exactly; --gpu-memory-utilization "
+        "then only sizes the start-up free-memory check",
+    ),
+    Release(
+        "cudagraph-in-budget",
+        (0, 20, 0),
+        "vllm/envs.py of the 0.20.0 wheel: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "
+        "defaults to 1 (vllm_memory.cudagraph_in_budget)",
+        "CUDA graphs are estimated inside the budget, before the KV cache; before, "
+        "captured after it, outside --gpu-memory-utilization",
+    ),
+)
+
+#: profile dtype (config.json torch_dtype) -> bytes per element
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "half": 2, "float32": 4, "float": 4}
+
+KvCacheDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]
 
 
 @dataclass(frozen=True)
 class Vllm(Runtime):
     KIND: ClassVar[str] = "vllm"
-    PLANNABLE: ClassVar[bool] = False
+    MEMORY: ClassVar[Literal["tensors", "budget"]] = "budget"
+    LOADS: ClassVar[Literal["gguf", "safetensors"]] = "safetensors"
+    CTX_IS_TOTAL: ClassVar[bool] = False
+    #: the official image's entrypoint is ``vllm serve`` (older images:
+    #: ``python3 -m vllm.entrypoints.openai.api_server``); both take ``--model DIR``
+    ENTRYPOINT_WORDS: ClassVar[int] = 2
+    #: vllm/envs.py: VLLM_API_KEY, read by the OpenAI server when --api-key is absent
+    API_KEY_ENV: ClassVar[str | None] = "VLLM_API_KEY"
+    #: PyTorch shares tensors between vLLM's processes (API server, engine core, TP
+    #: workers) through /dev/shm; podman's 64m default is too small.  Sized rather than
+    #: --ipc=host, which would share the host's IPC namespace with the container (vLLM's
+    #: docs offer either; 2g as its Kubernetes examples size the dshm volume)
+    SHM_SIZE: ClassVar[str | None] = "2g"
+    READ_FROM: ClassVar[str] = f"vLLM {NEWEST} wheel (vllm/v1/worker/gpu_worker.py)"
+    SERVICE_KEYS: ClassVar[frozenset[str]] = frozenset(
+        {"kv_cache_dtype", "enforce_eager", "env", "served_model_name"}
+    )
+    INSTEAD: ClassVar[dict[str, str]] = {
+        "cache_type_k": "use 'kv_cache_dtype:' (auto, fp8, fp8_e4m3 or fp8_e5m2)",
+        "cache_type_v": "use 'kv_cache_dtype:' (auto, fp8, fp8_e4m3 or fp8_e5m2)",
+        "ubatch": "vLLM has no micro-batch; 'batch:' is --max-num-batched-tokens",
+        "tensor_split": "vLLM splits every layer evenly over 'gpus:' (tensor parallel)",
+        "gpu_layers": "vLLM keeps every layer on the GPUs",
+        "experts": "vLLM keeps every expert on the GPUs",
+        "tensor_overrides": "vLLM has no -ot",
+        "measured": "vLLM's buffers are planned as one budget",
+    }
+    OWNED_FLAGS: ClassVar[tuple[tuple[tuple[str, ...], str], ...] | None] = (
+        (("--model",), "set the model under 'models:' and 'model:'"),
+        (("--max-model-len",), "use 'ctx:' (one request's tokens; 0: the trained context)"),
+        (("--max-num-seqs",), "use 'parallel:'"),
+        (("--max-num-batched-tokens",), "use 'batch:'"),
+        (("-tp", "--tensor-parallel-size"), "use 'gpus:' (one tensor-parallel rank per GPU)"),
+        (
+            ("-pp", "--pipeline-parallel-size", "-dp", "--data-parallel-size"),
+            "layoutgen plans tensor parallelism only; use 'gpus:'",
+        ),
+        (("--gpu-memory-utilization",), "layoutgen renders it from the plan's budget"),
+        (("--kv-cache-memory-bytes",), "layoutgen renders it from 'ctx:' and 'parallel:'"),
+        (("--kv-cache-dtype",), "use 'kv_cache_dtype:'"),
+        (("--block-size",), "layoutgen plans vLLM's default 16-token blocks; remove it"),
+        (("--enforce-eager",), "use 'enforce_eager: true'"),
+        (("--served-model-name",), "use 'served_model_name:'"),
+        (("--host",), "services bind as layoutgen decides; use 'expose: true' to open them"),
+        (("--port",), "use 'port:'"),
+    )
+
+    @classmethod
+    def parse_version(cls, text: str) -> Version:
+        """A vLLM release as pip shows it (``0.11.0``, ``v0.10.1.1``, ``0.19.2rc1``)."""
+        if not _VERSION.fullmatch(text):
+            raise VersionError(
+                f"{printable(clip(text))} is not a vLLM release: write it as pip shows it "
+                "(python -c 'import vllm; print(vllm.__version__)'), e.g. 0.11.0"
+            )
+        if vm.version_tuple(text) < OLDEST:
+            raise VersionError(
+                f"vLLM {printable(clip(text))} runs the V0 engine, which layoutgen does not "
+                "plan; use vLLM 0.8.0 or later"
+            )
+        return Version(text=text)
+
+    @property
+    def release(self) -> tuple[int, ...]:
+        """The release whose rules apply (the newest read when no version is given)."""
+        return vm.version_tuple(NEWEST if self.version is None else self.version.text)
+
+    @property
+    def release_text(self) -> str:
+        return NEWEST if self.version is None else self.version.text
+
+    def follows(self, name: str) -> bool:
+        for r in RELEASES:
+            if r.name == name:
+                return r.applies(self.release)
+        raise KeyError(f"vllm has no rule {name!r}")
+
+
+# ---- the model, from a format: safetensors profile ------------------------------------
+
+
+def _most(value: int | tuple[int, ...] | None) -> int:
+    if value is None:
+        return 0
+    return max(value) if isinstance(value, tuple) else value
+
+
+def attention_layers(hp: HParams) -> int:
+    """Decoder layers with a KV cache: all but recurrent and nextn/MTP ones (vLLM loads
+    an MTP layer only for speculative decoding)."""
+    return hp.n_layer - len(hp.recurrent_layers or ()) - (hp.nextn_layers or 0)
+
+
+def gated_delta_net(hp: HParams) -> bool:
+    """Whether the recurrent layers carry Gated DeltaNet's sizes (Qwen3-Next/3.5)."""
+    return bool(hp.ssm_group_count and hp.ssm_time_step_rank and hp.ssm_state_size)
+
+
+def state_bytes(hp: HParams, tp: int, dtype_bytes: int) -> int:
+    """One Gated DeltaNet layer's state for one sequence on one GPU.
+
+    ``MambaStateShapeCalculator.gated_delta_net_state_shape`` (0.20.0): conv
+    state ``(key_dim x 2 + value_dim) / tp x (kernel - 1)``, temporal state
+    ``num_v_heads / tp x head_v x head_k``; both in the model dtype
+    (``mamba_cache_dtype`` auto).
+    """
+    if not hp.recurrent_layers or not gated_delta_net(hp):
+        return 0
+    n_k, n_v = hp.ssm_group_count or 0, hp.ssm_time_step_rank or 0
+    head_k, inner = hp.ssm_state_size or 0, hp.ssm_inner_size or 0
+    head_v = inner // n_v
+    conv = (head_k * n_k * 2 + inner) // tp * ((hp.ssm_conv_kernel or 1) - 1)
+    temporal = n_v // tp * head_v * head_k
+    return (conv + temporal) * dtype_bytes
+
+
+def vllm_model(profile: Profile, tp: int) -> vm.VllmModel:
+    """What vLLM's memory depends on, from the profile's hyperparameters and bytes."""
+    hp = profile.hparams
+    heads = _most(hp.n_head)
+    dtype_bytes = DTYPE_BYTES.get((hp.dtype or "bfloat16").lower(), 2)
+    k = hp.key_length or ((hp.n_embd or 0) // heads if heads else 0)
+    return vm.VllmModel(
+        n_layer=attention_layers(hp),
+        n_head_kv=_most(hp.n_head_kv) or heads,
+        head_dim_k=k,
+        head_dim_v=hp.value_length or k,
+        hidden_size=hp.n_embd or 0,
+        intermediate_size=_most(hp.n_ff),
+        vocab_size=hp.vocab or 0,
+        weights_bytes=profile.total_bytes,
+        dtype_bytes=dtype_bytes,
+        kv_lora_rank=hp.kv_lora_rank or 0,
+        rope_dim=hp.rope_dim or 0,
+        sliding_window=hp.sliding_window or 0,
+        sliding_layers=frozenset(hp.swa_layers or ()) if hp.sliding_window else frozenset(),
+        mamba_layers=len(hp.recurrent_layers or ()),
+        mamba_state_bytes=state_bytes(hp, tp, dtype_bytes),
+        moe_intermediate_size=hp.expert_ff or 0 if hp.n_expert else 0,
+        moe_top_k=hp.n_expert_used or 0 if hp.n_expert else 0,
+    )
+
+
+def tp_sizes(hp: HParams, most: int = 64) -> list[int]:
+    """GPU counts vLLM can split the model over: attention heads divide evenly, and KV
+    heads divide or are replicated (``QKVParallelLinear``: ``divide(kv, tp)`` when
+    tp <= kv heads, else ``divide(tp, kv)``); MLA splits the query heads only."""
+    heads = _most(hp.n_head)
+    kv = _most(hp.n_head_kv) or heads
+    out = []
+    for tp in range(1, most + 1):
+        if heads and heads % tp:
+            continue
+        if not hp.kv_lora_rank and kv and (kv % tp if tp <= kv else tp % kv):
+            continue
+        out.append(tp)
+    return out
+
+
+# ---- the budget -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Budget:
+    """One worker's budget (per GPU) as layoutgen plans it, and the flags that pin it."""
+
+    service: vm.VllmService
+    weights: vm.Term
+    activation: vm.Term
+    non_torch: vm.Term
+    cudagraph: vm.Term
+    cudagraph_in_budget: bool
+    kv: vm.Term  #: the KV cache vLLM will allocate
+    kv_asked: int  #: parallel requests of max_model_len tokens, whole blocks, + the null block
+    budget: int  #: weights + activation + non-torch (+ graphs) + kv
+    utilization_milli: int  #: --gpu-memory-utilization x 1000
+    rounded_up: bool  #: rounding down would have left KV short of one request
+    kv_cache_memory_bytes: int | None  #: rendered where the release has the flag
+    kv_bytes_per_token: int
+    block_size: int
+    kv_tokens: int
+    max_concurrency: float
+
+    @property
+    def utilization(self) -> str:
+        """As rendered: three decimals, never an exponent."""
+        return f"{self.utilization_milli // 1000}.{self.utilization_milli % 1000:03d}"
+
+    def requested(self, total: int) -> int:
+        """What vLLM's start-up check asks to be free: ``ceil(total x utilization)``."""
+        return -(-total * self.utilization_milli // 1000)
+
+
+def plan_budget(
+    rt: Vllm,
+    model: vm.VllmModel,
+    totals: Sequence[int],
+    *,
+    max_model_len: int,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    kv_cache_dtype: str,
+    enforce_eager: bool,
+    room: int | None = None,
+) -> Budget:
+    """The budget for ``max_num_seqs`` requests of ``max_model_len`` tokens.
+
+    ``totals``: each GPU's total memory.  ``room``: the most the budget may
+    take on the tightest of them beside everything else; when what that leaves
+    for KV is below one request, vLLM would refuse to start, and
+    :class:`~layoutgen.runtimes.vllm_memory.KvCacheRefused` says what fits.
+    """
+    tp = len(totals)
+    service = vm.VllmService(
+        gpu_total_bytes=min(totals),
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        version=rt.release_text,
+        kv_cache_dtype=kv_cache_dtype,
+        tensor_parallel_size=tp,
+        enforce_eager=enforce_eager,
+    )
+    weights = vm.Term(math.ceil(model.weights_bytes / tp), vm.Basis.EXACT)
+    activation = vm.Term(vm.activation_estimate(model, service), vm.Basis.ESTIMATED)
+    non_torch = vm.Term(vm.non_torch_estimate(service), vm.Basis.UPPER_BOUND)
+    graphs = vm.Term(vm.cudagraph_estimate(model, service), vm.Basis.ESTIMATED)
+    in_budget = vm.cudagraph_in_budget(service)
+    before_kv = weights.bytes + activation.bytes + non_torch.bytes
+    before_kv += graphs.bytes if in_budget else 0
+    block = vm.effective_block_size(model, service)
+    page = block * vm.kv_bytes_per_token_layer(model, service)
+    groups = vm._groups(model, block)
+    slot = page * (groups[0][1] if groups else model.n_layer)  # one block of every layer
+    one = vm.kv_needed_one_request(model, service)
+    # whole blocks per request, for every request, and the block pool's null block
+    # (BlockPool: block 0 is never handed out)
+    kv_asked = max_num_seqs * one + slot
+    if room is not None and room - before_kv - slot < one:
+        left = max(room - before_kv - slot, 0)
+        raise vm.KvCacheRefused(
+            max_model_len, one, left, vm.estimate_max_model_len(model, service, left)
+        )
+    flag = rt.follows("kv-cache-memory-bytes")
+    budget = before_kv + kv_asked
+    floor = min(budget * 1000 // t for t in totals)  # rounded down to 0.001
+    milli, rounded_up = max(floor, 1), floor < 1
+    kv = vm.Term(kv_asked, vm.Basis.EXACT)
+    if not flag:
+        # vLLM fills utilization x total with KV: what rounding down leaves must hold
+        # one request (vLLM's own start-up check), else round up
+        while min(t * milli // 1000 for t in totals) - before_kv < one + slot:
+            milli, rounded_up = milli + 1, True
+        kv = vm.Term(min(t * milli // 1000 for t in totals) - before_kv, vm.Basis.ESTIMATED)
+        budget = before_kv + kv.bytes
+    _, tokens, concurrency = vm.kv_capacity(model, service, max(kv.bytes - slot, 0))
+    return Budget(
+        service=service,
+        weights=weights,
+        activation=activation,
+        non_torch=non_torch,
+        cudagraph=graphs,
+        cudagraph_in_budget=in_budget,
+        kv=kv,
+        kv_asked=kv_asked,
+        budget=budget,
+        utilization_milli=milli,
+        rounded_up=rounded_up,
+        kv_cache_memory_bytes=kv_asked if flag else None,
+        kv_bytes_per_token=vm.kv_bytes_per_token_layer(model, service) * model.n_layer,
+        block_size=block,
+        kv_tokens=tokens,
+        max_concurrency=concurrency,
+    )

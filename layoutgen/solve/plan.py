@@ -45,6 +45,46 @@ class Part:
 
 
 @dataclass(frozen=True)
+class StartCheck:
+    """vLLM's start-up check on one GPU at its turn in the start order: the memory
+    free then (capacity - reserve - the services started before it there - its own
+    CUDA context) must be at least ``ceil(total x --gpu-memory-utilization)``."""
+
+    gpu: str
+    free: int
+    requested: int
+    before: tuple[str, ...]  #: services started before it on this GPU
+
+    @property
+    def ok(self) -> bool:
+        return self.free >= self.requested
+
+
+@dataclass(frozen=True)
+class BudgetPlan:
+    """A budgeted runtime's (vLLM's) terms, per GPU, each with its basis."""
+
+    max_model_len: int
+    max_num_seqs: int
+    tensor_parallel_size: int
+    #: (term, bytes, basis): weights, activation, non_torch, cudagraph, kv
+    terms: tuple[tuple[str, int, Basis], ...]
+    cudagraph_in_budget: bool
+    budget: int
+    utilization: str  #: --gpu-memory-utilization as rendered
+    rounded_up: bool
+    kv_cache_memory_bytes: int | None  #: --kv-cache-memory-bytes, where the release has it
+    kv_bytes_per_token: int
+    block_size: int
+    kv_tokens: int
+    max_concurrency: float
+    start: tuple[StartCheck, ...] = ()
+
+    def term(self, name: str) -> int:
+        return next(b for n, b, _ in self.terms if n == name)
+
+
+@dataclass(frozen=True)
 class ServicePlan:
     name: str
     #: runtime buffer name -> its use; GPU buffers are in-container names.
@@ -62,6 +102,8 @@ class ServicePlan:
     tensor_overrides: tuple[tuple[str, str], ...] = ()
     #: tensor -> buffer for every tensor not where its layer puts it (-ot, --cpu-moe)
     moved: dict[str, str] = field(default_factory=dict)
+    #: a budgeted runtime's (vLLM's) budget; None for runtimes that place tensors
+    budget: BudgetPlan | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +167,7 @@ def to_json(plan: Plan) -> str:
                     for name, part in s.buffers.items()
                 },
                 "argv": list(s.argv),
+                **({"vllm": _budget_json(s.budget)} if s.budget is not None else {}),
             }
             for s in plan.services
         },
@@ -132,6 +175,67 @@ def to_json(plan: Plan) -> str:
         "warnings": list(plan.warnings),
     }
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def _budget_json(b: BudgetPlan) -> dict[str, Any]:
+    return {
+        "max_model_len": b.max_model_len,
+        "max_num_seqs": b.max_num_seqs,
+        "tensor_parallel_size": b.tensor_parallel_size,
+        "per_gpu": {name: value for name, value, _ in b.terms},
+        "basis": {name: basis for name, _, basis in b.terms},
+        "cudagraph_in_budget": b.cudagraph_in_budget,
+        "budget": b.budget,
+        "gpu_memory_utilization": b.utilization,
+        "utilization_rounded_up": b.rounded_up,
+        "kv_cache_memory_bytes": b.kv_cache_memory_bytes,
+        "kv_bytes_per_token": b.kv_bytes_per_token,
+        "block_size": b.block_size,
+        "kv_tokens": b.kv_tokens,
+        "max_concurrency": round(b.max_concurrency, 3),
+        "start_check": {
+            c.gpu: {"free": c.free, "requested": c.requested, "before": list(c.before)}
+            for c in b.start
+        },
+    }
+
+
+def _budget_text(name: str, b: BudgetPlan) -> list[str]:
+    """A vLLM service's budget, term by term, and its start-up check on each GPU."""
+    why = {
+        "weights": f"the checkpoint / {b.tensor_parallel_size}",
+        "activation": "profile run's peak",
+        "non_torch": "cuBLAS, NCCL, workspaces",
+        "cudagraph": "in the budget" if b.cudagraph_in_budget else "after the budget, outside it",
+        "kv": f"{b.max_num_seqs} x {b.max_model_len:,} tokens in {b.block_size}-token blocks"
+        + (", + the null block" if b.kv_cache_memory_bytes is not None else ", what is left"),
+    }
+    tp = b.tensor_parallel_size
+    lines = [f"{name}: vLLM budget per GPU (tensor parallel {tp}), MiB"]
+    for term, value, basis in b.terms:
+        cell = f"{_mib(value)}{_MARK[basis]}"
+        lines.append(f"  {term:<12} {cell:>9}  {basis}: {why[term]}")
+    flag = (
+        f", --kv-cache-memory-bytes {b.kv_cache_memory_bytes}"
+        if b.kv_cache_memory_bytes is not None
+        else ""
+    )
+    lines.append(
+        f"  {'budget':<12} {_mib(b.budget):>9}  --gpu-memory-utilization {b.utilization}{flag}"
+        + (" (rounded up: rounded down it left less KV than one request)" if b.rounded_up else "")
+    )
+    lines.append(
+        f"  KV capacity {b.kv_tokens:,} tokens ({b.kv_bytes_per_token:,} bytes a token per GPU); "
+        f"max concurrency at max_model_len {b.max_model_len:,}: {b.max_concurrency:.2f}"
+    )
+    for c in b.start:
+        before = ", ".join(c.before) or "nothing"
+        lines.append(
+            f"  start check {c.gpu}: free {_mib(c.free)} (after {before}) "
+            f"{'>=' if c.ok else '<'} requested {_mib(c.requested)}: "
+            + ("ok" if c.ok else "vLLM refuses to start")
+        )
+    return lines
 
 
 def _layers_by_buffer(layer_buffer: dict[int, str]) -> dict[str, list[int]]:
@@ -187,6 +291,8 @@ def to_text(plan: Plan) -> str:
             )
         lines.append("")
     for sp in plan.services:
+        if sp.budget is not None:
+            lines += [*_budget_text(sp.name, sp.budget), ""]
         if sp.tensor_overrides:
             lines.append(f"{sp.name}: tensor_overrides (first match wins)")
             moved: dict[str, int] = {}

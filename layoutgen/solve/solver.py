@@ -18,7 +18,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from layoutgen.errors import LayoutgenError, Problem, Severity
 from layoutgen.models.profile import Profile
-from layoutgen.render.argv import server_argv
+from layoutgen.render.argv import server_argv, vllm_argv
+from layoutgen.solve.budgeted import service_plan as budgeted_plan
+from layoutgen.solve.budgeted import start_checks
 from layoutgen.solve.footprint import (
     Setting,
     buffers,
@@ -96,7 +98,17 @@ def solve(
     spec: Spec, services: Sequence[ResolvedService], profiles: Mapping[str, Profile], name: str
 ) -> Plan:
     by_name = {rs.name: rs for rs in services if rs.service.model in profiles}
-    settings = {n: setting(spec, rs, profiles[rs.service.model]) for n, rs in by_name.items()}
+    # services of a budgeted runtime (vLLM) are planned whole: solve/budgeted.py
+    budgeted = {
+        n
+        for n, rs in by_name.items()
+        if spec.runtimes[rs.service.runtime].rules().MEMORY == "budget"
+    }
+    settings = {
+        n: setting(spec, rs, profiles[rs.service.model])
+        for n, rs in by_name.items()
+        if n not in budgeted
+    }
     capacity = {g.id: g.vram for g in spec.host.gpus}
     reserve = {g.id: g.reserve for g in spec.host.gpus}
     # Layers split by the service's tensor_split, else each GPU's usable MiB; the argv
@@ -113,7 +125,7 @@ def solve(
     order = sorted(
         by_name,
         key=lambda n: (
-            isinstance(by_name[n].experts, ExpertsAuto),
+            isinstance(by_name[n].experts, ExpertsAuto) and n not in budgeted,
             -by_name[n].service.priority,
             n,
         ),
@@ -123,22 +135,43 @@ def solve(
     except TooManyScenarios as exc:
         raise DoesNotFit(exc.problems) from None
     placed: dict[str, ServicePlan] = {}
-    splits = {n: layer_split(settings[n], shares_of[n]) for n in order}
+    splits = {n: layer_split(settings[n], shares_of[n]) for n in order if n in settings}
     # Every service's fixed part first -- for auto services, all experts on the
     # host -- so that filling one auto service never starves another's base.
     for n in order:
-        experts, tensors = _fixed_experts(by_name[n], settings[n], splits[n])
-        placed[n] = _service_plan(settings[n], splits[n], experts, tensors)
+        if n in settings:
+            experts, tensors = _fixed_experts(by_name[n], settings[n], splits[n])
+            placed[n] = _service_plan(settings[n], splits[n], experts, tensors)
+    # then budgeted services whole, beside those (their KV must hold one request)
+    for n in order:
+        if n in budgeted:
+            found = budgeted_plan(
+                spec,
+                by_name[n],
+                profiles[by_name[n].service.model],
+                _used_beside(n, placed, worlds),
+            )
+            if isinstance(found, Problem):
+                raise DoesNotFit([found])
+            placed[n] = found
     for n in order:
         rs = by_name[n]
-        if isinstance(rs.experts, ExpertsAuto):
+        if isinstance(rs.experts, ExpertsAuto) and n not in budgeted:
             experts, tensors = _fill(rs, settings[n], splits[n], placed, worlds, capacity, reserve)
             placed[n] = _service_plan(settings[n], splits[n], experts, tensors)
     problems = _fit(spec, placed, worlds, order)
     if any(p.severity is Severity.ERROR for p in problems):
         raise DoesNotFit(problems)
+    if budgeted:
+        checked, refused = start_checks(spec, placed, order)
+        if refused:
+            raise DoesNotFit(refused)
+        placed.update(checked)
     for n in order:
-        argv = server_argv(spec, by_name[n], placed[n], shares_of[n])
+        if n in budgeted:
+            argv = vllm_argv(spec, by_name[n], placed[n])
+        else:
+            argv = server_argv(spec, by_name[n], placed[n], shares_of[n])
         placed[n] = dataclasses.replace(placed[n], argv=argv)
     devices = _devices(spec, placed, worlds)
     warnings = tuple(p.message for p in problems)

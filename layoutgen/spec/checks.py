@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from layoutgen import runtimes
 from layoutgen.errors import Problem, Severity
+from layoutgen.runtimes.base import Runtime
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import (
     ExpertsExplicit,
@@ -25,6 +26,8 @@ from layoutgen.spec.schema import (
     Spec,
 )
 from layoutgen.spec.sizes import format_size
+
+_SECRET = "would write a secret into rendered files"
 
 
 @dataclass(frozen=True)
@@ -69,11 +72,12 @@ OWNED: tuple[Owned, ...] = (
     Owned(
         ("--api-key",),
         "use 'api_key: {secret: NAME}' (a podman secret) or 'api_key: {file: /path}'",
-        reason="would write a secret into rendered files",
+        reason=_SECRET,
     ),
     Owned(("--api-key-file",), "use 'api_key: {file: /path}' (mounted into the container)"),
 )
 KINDS: tuple[RuntimeKind, ...] = ("llama.cpp", "ik_llama.cpp")
+ALL_KINDS: tuple[RuntimeKind, ...] = (*KINDS, "vllm")
 _OWNED_BY_FLAG = {flag: owned for owned in OWNED for flag in owned.flags}
 
 
@@ -83,22 +87,83 @@ def check(spec: Spec, services: tuple[ResolvedService, ...]) -> list[Problem]:
         *_references(spec, services),
         *_ports(spec),
         *_sizes(spec, services),
-        *_experts(services),
+        *_experts(spec, services),
         *_args(spec),
         *_api_keys(spec),
         *_ordering(spec),
         *_moving_tags(spec),
         *_unspeakable(spec, services),
         *_gpu_layers(spec, services),
-        *_tensor_split(services),
+        *_tensor_split(spec, services),
         *_tensor_overrides(spec, services),
+        *_runtime_keys(spec, services),
+        *_budgeted(spec, services),
     ]
+
+
+def _kind(spec: Spec, rs: ResolvedService) -> Runtime | None:
+    runtime = spec.runtimes.get(rs.service.runtime)
+    return None if runtime is None else runtime.rules()
+
+
+def _places_tensors(spec: Spec, rs: ResolvedService) -> bool:
+    """Whether the service's runtime places tensors (llama.cpp, ik_llama.cpp); an
+    unknown runtime counts as one (its own error is reported at 'runtime')."""
+    rt = _kind(spec, rs)
+    return rt is None or rt.MEMORY == "tensors"
+
+
+def _runtime_keys(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
+    """Keys only some runtimes read, written for one that does not: refused, with the
+    key that means the same on this runtime, if any."""
+    every = frozenset().union(*(runtimes.get(k).SERVICE_KEYS for k in ALL_KINDS))
+    for rs in services:
+        rt = _kind(spec, rs)
+        if rt is None:
+            continue
+        for key in sorted(every - rt.SERVICE_KEYS):
+            if key not in rs.service.model_fields_set:
+                continue
+            owners = [k for k in ALL_KINDS if key in runtimes.get(k).SERVICE_KEYS]
+            instead = rt.INSTEAD.get(key, "remove it")
+            yield Problem(
+                ("services", rs.name, key),
+                f"services.{rs.name}.{key}: {rt.kind} has no {key} (a {' and '.join(owners)} "
+                f"setting); {instead}",
+                at_key=True,
+            )
+
+
+def _budgeted(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
+    """A budgeted (vLLM) service runs on GPUs, with at least as many batched tokens
+    as sequences (vLLM refuses max_num_batched_tokens < max_num_seqs)."""
+    for rs in services:
+        if _places_tensors(spec, rs):
+            continue
+        base = ("services", rs.name)
+        if not rs.gpus:
+            origin = rs.origins["gpus"]
+            yield Problem(
+                (*base, "gpus" if origin.source == "spec" else "role"),
+                f"services.{rs.name}: a vllm service needs GPUs (its gpus are empty, from the "
+                f"{origin.source}); list them in 'gpus:'",
+            )
+        if rs.batch < rs.parallel:
+            key = "batch" if "batch" in rs.service.model_fields_set else "parallel"
+            yield Problem(
+                (*base, key),
+                f"services.{rs.name}.{key}: batch ({rs.batch}, --max-num-batched-tokens) is "
+                f"below parallel ({rs.parallel}, --max-num-seqs), which vLLM refuses; write "
+                f"batch: {rs.parallel} or more",
+            )
 
 
 def _tensor_overrides(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
     """Each rule's device is the host or one of the service's GPUs, on a runtime that
     layoutgen plans (the profile checks, later, that each rule matches a tensor)."""
     for rs in services:
+        if not _places_tensors(spec, rs):
+            continue  # refused whole by _runtime_keys
         rules = rs.service.tensor_overrides
         runtime = spec.runtimes.get(rs.service.runtime)
         if rules and runtime is not None and not runtime.rules().PLANNABLE:
@@ -116,10 +181,12 @@ def _tensor_overrides(spec: Spec, services: tuple[ResolvedService, ...]) -> Iter
                 )
 
 
-def _tensor_split(services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
+def _tensor_split(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
     """-ts shares: one for every GPU of the service and none other, not all zero."""
     for rs in services:
         split = rs.service.tensor_split
+        if not _places_tensors(spec, rs):
+            continue
         if split is None:
             continue
         where = ("services", rs.name, "tensor_split")
@@ -147,7 +214,7 @@ def _gpu_layers(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[P
     """-ngl N needs GPUs; whether N is partial (and then allowed) the profile says
     (layoutgen.models.checks)."""
     for rs in services:
-        if rs.service.gpu_layers is None or rs.gpus:
+        if rs.service.gpu_layers is None or rs.gpus or not _places_tensors(spec, rs):
             continue
         yield Problem(
             ("services", rs.name, "gpu_layers"),
@@ -160,7 +227,7 @@ def _unspeakable(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[
     """Settings the runtime's build has no flag for: said, not silently dropped."""
     for rs in services:
         runtime = spec.runtimes.get(rs.service.runtime)
-        if runtime is None or not runtime.rules().PLANNABLE:
+        if runtime is None or not runtime.rules().PLANNABLE or not _places_tensors(spec, rs):
             continue
         if rs.reasoning is False and not runtime.rules().reasoning_off():
             origin = rs.origins["reasoning"]
@@ -310,7 +377,7 @@ def _references(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[P
                 )
             for key in ("cache_type_k", "cache_type_v"):
                 value = getattr(rs, key)
-                if rt.PLANNABLE and value not in rt.CACHE_TYPES:
+                if rt.PLANNABLE and rt.MEMORY == "tensors" and value not in rt.CACHE_TYPES:
                     has = [k for k in KINDS if value in runtimes.get(k).CACHE_TYPES]
                     yield Problem(
                         (*base, key),
@@ -398,6 +465,9 @@ def _sizes(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Proble
     threads = spec.host.cpu.threads
     for rs in services:
         base, name = ("services", rs.name), rs.name
+        rt = _kind(spec, rs)
+        if rt is not None and rt.MEMORY == "budget":
+            continue  # ctx is one request's length; no ubatch or threads (_runtime_keys)
         if rs.ubatch > rs.batch:
             key = "ubatch" if "ubatch" in rs.service.model_fields_set else "batch"
             yield Problem(
@@ -424,8 +494,10 @@ def _sizes(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Proble
                 )
 
 
-def _experts(services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
+def _experts(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
     for rs in services:
+        if not _places_tensors(spec, rs):
+            continue  # a budgeted runtime keeps every expert on its GPUs
         base, name, experts = ("services", rs.name), rs.name, rs.experts
         if not rs.gpus and not isinstance(experts, ExpertsHost | ExpertsGpu):
             yield Problem(
@@ -496,6 +568,16 @@ def _api_keys(spec: Spec) -> Iterator[Problem]:
                 f"services.{name}.api_key.secret: podman secrets "
                 "need a container runtime; use 'file:' for a native server",
             )
+        rt = runtime.rules()
+        if rt.API_KEY_ENV is not None and key.secret is None:
+            which = "file" if key.file is not None else "env_file"
+            yield Problem(
+                (*base, which),
+                f"services.{name}.api_key.{which}: {rt.kind} reads its key from "
+                f"{rt.API_KEY_ENV} and has no key file; use 'secret:' (a podman secret, "
+                f"passed as {rt.API_KEY_ENV})",
+            )
+            continue
         if key.env_file is not None and not runtime.rules().READS_API_KEY_ENV:
             yield Problem(
                 (*base, "env_file"),
@@ -504,12 +586,26 @@ def _api_keys(spec: Spec) -> Iterator[Problem]:
             )
 
 
+def _owned(spec: Spec, name: str) -> dict[str, Owned]:
+    """The flags layoutgen decides for this service's runtime, by flag."""
+    runtime = spec.runtimes.get(spec.services[name].runtime)
+    table = None if runtime is None else runtime.rules().OWNED_FLAGS
+    if table is None:
+        return _OWNED_BY_FLAG
+    own = (
+        Owned(("--api-key",), "use 'api_key: {secret: NAME}' (a podman secret)", _SECRET),
+        *(Owned(flags, instead) for flags, instead in table),
+    )
+    return {flag: o for o in own for flag in o.flags}
+
+
 def _args(spec: Spec) -> Iterator[Problem]:
     for name in sorted(spec.services):
+        owned_by_flag = _owned(spec, name)
         for i, arg in enumerate(spec.services[name].args):
             path = ("services", name, "args", i)
             flag = arg.split("=", 1)[0]
-            owned = _OWNED_BY_FLAG.get(flag)
+            owned = owned_by_flag.get(flag)
             if owned is not None:
                 yield Problem(
                     path, f"services.{name}.args[{i}]: {flag} {owned.reason}; {owned.instead}"

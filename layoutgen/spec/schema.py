@@ -22,6 +22,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
@@ -313,7 +314,8 @@ class Host(Strict):
 class Model(Strict):
     path: MountedFile = Field(
         description="absolute path of the GGUF on the host (first shard of a split model), "
-        "in a directory of its own: containers mount that directory read-only"
+        "or of a Hugging Face checkpoint's directory (vllm), in a directory of its own: "
+        "containers mount that directory read-only"
     )
     profile: Text = Field(description="model profile file, relative to this spec")
 
@@ -329,8 +331,9 @@ class Runtime(Strict):
         max_length=64,
         description=(
             "the build the image or binary runs, as its --version prints it (llama.cpp "
-            "b6123 or 6123, ik_llama.cpp 4327) or its commit date (2026-03-20); selects "
-            "the runtime's dated rules. Not given: the newest rules, said in the plan"
+            "b6123 or 6123, ik_llama.cpp 4327) or its commit date (2026-03-20); vllm: "
+            "the release (0.11.0); selects the runtime's dated rules. Not given: the "
+            "newest rules, said in the plan"
         ),
     )
 
@@ -357,9 +360,14 @@ class Runtime(Strict):
 
     @field_validator("version")
     @classmethod
-    def _a_build(cls, value: str | None) -> str | None:
+    def _a_build(cls, value: str | None, info: ValidationInfo) -> str | None:
+        """A build as the runtime's kind writes it (vLLM: a release, 0.11.0)."""
         if value is not None:
-            parse_version(value)
+            kind = info.data.get("kind")
+            if kind is None:
+                parse_version(value)
+            else:
+                runtimes.get(kind, value)
         return value
 
     def rules(self) -> RuntimeRules:
@@ -534,6 +542,63 @@ class Measured(Strict):
     compute: Size | None = None
 
 
+KvCacheDtype = Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"]
+#: words in an environment name that mark a secret: those go through api_key
+SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+ENV_PREFIXES = ("VLLM_", "CUDA_", "NCCL_", "PYTORCH_")
+#: set by layoutgen itself (CDI devices are renumbered in CUDA_DEVICE_ORDER)
+ENV_OWNED = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "VLLM_API_KEY")
+_ENV_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,127}")
+_ENV_VALUE = re.compile(r"[A-Za-z0-9_.,:/+=@-]{0,256}")
+_SERVED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}")
+
+
+def _env_name(value: object) -> object:
+    if not isinstance(value, str):
+        return value
+    if not _ENV_NAME.fullmatch(value) or not value.startswith(ENV_PREFIXES):
+        raise ValueError(
+            f"{literals.clip(value)} is not a variable layoutgen passes: write an upper-case "
+            f"name starting with {', '.join(ENV_PREFIXES)}"
+        )
+    if value in ENV_OWNED:
+        raise ValueError(f"{value} is set by layoutgen (GPUs from 'gpus:', the key from api_key)")
+    word = next((w for w in SECRET_WORDS if w in value), None)
+    if word is not None:
+        raise ValueError(
+            f"{value} looks like a secret (it holds {word}), and every value here is written "
+            "into the rendered files; pass secrets as podman secrets (api_key: {secret: NAME})"
+        )
+    return value
+
+
+def _env_value(value: object) -> object:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, str) and not _ENV_VALUE.fullmatch(value):
+        raise ValueError(
+            f"{literals.clip(value)} cannot be written literally into a unit and a script: use "
+            "letters, digits and _ . , : / + = @ - (at most 256)"
+        )
+    return value
+
+
+def _served_name(value: str) -> str:
+    if not _SERVED_NAME.fullmatch(value):
+        raise ValueError(
+            f"{literals.clip(value)} is not a model name: use letters, digits and _ . : / -, "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+EnvName = Annotated[str, BeforeValidator(_env_name)]
+EnvValue = Annotated[str, BeforeValidator(_env_value)]
+ServedName = Annotated[str, AfterValidator(_served_name)]
+
+
 class Service(Strict):
     model: Ident = Field(description="model id from 'models'")
     runtime: Ident = Field(description="runtime id from 'runtimes'")
@@ -623,6 +688,23 @@ class Service(Strict):
     )
     api_key: ApiKey | None = Field(
         default=None, description="require an API key, from a podman secret or a host file"
+    )
+    kv_cache_dtype: KvCacheDtype | None = Field(
+        default=None,
+        description="vllm: --kv-cache-dtype; auto (the model's dtype, default), fp8, "
+        "fp8_e4m3 or fp8_e5m2",
+    )
+    enforce_eager: bool | None = Field(
+        default=None, description="vllm: --enforce-eager, no CUDA graphs (default false)"
+    )
+    env: dict[EnvName, EnvValue] = Field(
+        default_factory=dict,
+        max_length=64,
+        description="vllm: environment variables for the server, VLLM_*, CUDA_*, NCCL_* "
+        "or PYTORCH_*, e.g. {VLLM_MARLIN_USE_ATOMIC_ADD: '1'}; never secrets (use api_key)",
+    )
+    served_model_name: ServedName | None = Field(
+        default=None, description="vllm: --served-model-name, the name clients ask for"
     )
 
 

@@ -1,0 +1,177 @@
+"""Services of a budgeted runtime (vLLM): one budget per GPU, placed whole.
+
+A vLLM service's footprint on each of its GPUs is one part: its share of the
+weights (exact), the KV cache for ``parallel`` requests of ``ctx`` tokens
+(exact where ``--kv-cache-memory-bytes`` pins it), the activation peak,
+non-torch memory and CUDA graphs (estimated, high rather than low), and the
+host's per-process ``gpu_overhead`` (the CUDA context, outside vLLM's
+budget).  The solver never splits or moves it: it fits whole, or the layout
+is refused.  vLLM also refuses to start unless ``utilization x total`` is
+free when it starts, so each GPU's start-up check is computed at the
+service's place in the start order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from layoutgen.errors import Problem
+from layoutgen.models.profile import Profile
+from layoutgen.runtimes import vllm_memory as vm
+from layoutgen.runtimes.vllm import Budget, Vllm, plan_budget, vllm_model
+from layoutgen.solve.footprint import device_order
+from layoutgen.solve.plan import BudgetPlan, Part, ServicePlan, StartCheck
+from layoutgen.spec.checks import conflicting
+from layoutgen.spec.roles import ResolvedService
+from layoutgen.spec.schema import Spec
+
+
+def max_model_len(rs: ResolvedService, profile: Profile) -> int:
+    """``ctx``, or the trained context for ``ctx: 0`` (vLLM's own default)."""
+    return rs.service.ctx or profile.hparams.n_ctx_train or 0
+
+
+def budget(
+    spec: Spec, rs: ResolvedService, profile: Profile, room: int | None = None
+) -> tuple[Budget, tuple[str, ...], tuple[str, ...]]:
+    """The service's budget, its GPU ids in CUDA order and their buffer names."""
+    rt = spec.runtimes[rs.service.runtime].rules()
+    assert isinstance(rt, Vllm)
+    gpus, names, _ = device_order(spec, rs.gpus)
+    vram = {g.id: g.vram for g in spec.host.gpus}
+    svc = rs.service
+    found = plan_budget(
+        rt,
+        vllm_model(profile, len(gpus)),
+        [vram[g] for g in gpus],
+        max_model_len=max_model_len(rs, profile),
+        max_num_seqs=rs.parallel,
+        max_num_batched_tokens=rs.batch,
+        kv_cache_dtype=svc.kv_cache_dtype or "auto",
+        enforce_eager=bool(svc.enforce_eager),
+        room=room,
+    )
+    return found, gpus, names
+
+
+def service_plan(
+    spec: Spec,
+    rs: ResolvedService,
+    profile: Profile,
+    beside: Mapping[str, int],
+) -> ServicePlan | Problem:
+    """The service's plan, or the located problem vLLM would refuse to start with:
+    its KV cache cannot hold one ``ctx`` request beside ``beside`` (GPU id -> what
+    the services that run with it already hold there)."""
+    gpus = device_order(spec, rs.gpus)[0]
+    limits = {g.id: g.vram - g.reserve for g in spec.host.gpus}
+    room = min(limits[g] - beside.get(g, 0) - spec.host.gpu_overhead for g in gpus)
+    try:
+        b, gpus, names = budget(spec, rs, profile, room)
+    except vm.KvCacheRefused as exc:
+        return Problem(
+            ("services", rs.name, "ctx"),
+            f"services.{rs.name}.ctx: vLLM would refuse to start: one request of "
+            f"{exc.max_model_len:,} tokens needs {_mib(exc.needed)} of KV cache per GPU, "
+            f"and {_mib(exc.available)} is left on the tightest of its GPUs after the "
+            "weights, activations, CUDA graphs and the services beside it; about "
+            f"{exc.estimated_max_model_len:,} tokens fit: write ctx: "
+            f"{exc.estimated_max_model_len} or less, kv_cache_dtype: fp8, or give it more GPUs",
+        )
+    compute = b.activation.bytes + b.non_torch.bytes + b.cudagraph.bytes
+    part = Part(
+        weights=b.weights.bytes,
+        kv=b.kv.bytes,
+        compute=compute,
+        overhead=spec.host.gpu_overhead,
+        basis={"weights": "exact", "kv": str(b.kv.basis), "compute": "estimated"},  # type: ignore[dict-item]
+    )
+    terms = (
+        ("weights", b.weights.bytes, "exact"),
+        ("activation", b.activation.bytes, "estimated"),
+        ("non_torch", b.non_torch.bytes, "upper-bound"),
+        ("cudagraph", b.cudagraph.bytes, "estimated"),
+        ("kv", b.kv.bytes, str(b.kv.basis)),
+    )
+    plan = BudgetPlan(
+        max_model_len=b.service.max_model_len,
+        max_num_seqs=b.service.max_num_seqs,
+        tensor_parallel_size=len(gpus),
+        terms=terms,  # type: ignore[arg-type]
+        cudagraph_in_budget=b.cudagraph_in_budget,
+        budget=b.budget,
+        utilization=b.utilization,
+        rounded_up=b.rounded_up,
+        kv_cache_memory_bytes=b.kv_cache_memory_bytes,
+        kv_bytes_per_token=b.kv_bytes_per_token,
+        block_size=b.block_size,
+        kv_tokens=b.kv_tokens,
+        max_concurrency=b.max_concurrency,
+    )
+    return ServicePlan(
+        name=rs.name,
+        buffers=dict.fromkeys(names, part),
+        device_of=dict(zip(names, gpus, strict=True)),
+        expert_layers={},
+        layer_buffer={},
+        budget=plan,
+    )
+
+
+def start_checks(
+    spec: Spec, placed: Mapping[str, ServicePlan], order: Sequence[str]
+) -> tuple[dict[str, ServicePlan], list[Problem]]:
+    """Each budgeted service's start-up check on each of its GPUs, in the start order.
+
+    Free at its turn = capacity - reserve - what the services started before
+    it on that GPU hold (those it conflicts with never run beside it) - its own
+    CUDA context (vLLM takes its snapshot after creating it).  vLLM refuses to
+    start when that is below ``ceil(total x --gpu-memory-utilization)``.
+    """
+    clash = conflicting(spec)
+    by_id = {g.id: g for g in spec.host.gpus}
+    out: dict[str, ServicePlan] = {}
+    problems: list[Problem] = []
+    for i, name in enumerate(order):
+        sp = placed.get(name)
+        if sp is None or sp.budget is None:
+            continue
+        checks = []
+        for buf, gpu in sp.device_of.items():
+            earlier = [
+                o
+                for o in order[:i]
+                if o in placed and o not in clash[name] and gpu in placed[o].device_of.values()
+            ]
+            held = sum(
+                p.total
+                for o in earlier
+                for b, p in placed[o].buffers.items()
+                if placed[o].device_of[b] == gpu
+            )
+            g = by_id[gpu]
+            free = g.vram - g.reserve - held - sp.buffers[buf].overhead
+            requested = -(-g.vram * int(sp.budget.utilization.replace(".", "")) // 1000)
+            check = StartCheck(gpu, free, requested, tuple(earlier))
+            checks.append(check)
+            if not check.ok:
+                problems.append(
+                    Problem(
+                        ("services", name),
+                        f"services.{name}: vLLM would refuse to start on GPU {gpu}: at its turn "
+                        f"{_mib(free)} is free ({_mib(g.vram)} - reserve {_mib(g.reserve)}"
+                        + "".join(f" - {o}" for o in earlier)
+                        + f" - its CUDA context), less than --gpu-memory-utilization "
+                        f"{sp.budget.utilization} x {_mib(g.vram)} = {_mib(requested)}; start "
+                        "it before the services it shares the GPU with (priority), or give it "
+                        "less ctx or parallel",
+                    )
+                )
+        budget_plan = dataclasses.replace(sp.budget, start=tuple(checks))
+        out[name] = dataclasses.replace(sp, budget=budget_plan)
+    return out, problems
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.0f} MiB"
