@@ -12,15 +12,20 @@ rules after the user's).  Passthrough ``args`` come last.
 
 from __future__ import annotations
 
+import json
 from pathlib import PurePosixPath
 
 from layoutgen.solve.override import Rule, expert_rules
 from layoutgen.solve.placement import HOST
 from layoutgen.solve.plan import ServicePlan
 from layoutgen.spec.roles import ResolvedService
-from layoutgen.spec.schema import ExpertsHost, ExpertsNCpuMoe, Rpc, Spec
+from layoutgen.spec.schema import ExpertsHost, ExpertsNCpuMoe, Rpc, Spec, Speculative
 
 MODELS_DIR = PurePosixPath("/models")
+#: where a container finds its LoRA adapters (each mounted read-only by name), and the
+#: directories a daily update picks the newest adapter from
+ADAPTERS_DIR = PurePosixPath("/adapters")
+UPDATES_DIR = PurePosixPath("/adapter-updates")
 #: where a container finds its API key file (podman secret or mounted host file)
 API_KEY_PATH = "/run/secrets/api-key"
 
@@ -88,6 +93,7 @@ def server_argv(
         argv += rt.mlock()
     if rs.reasoning is False:
         argv += rt.reasoning_off()
+    argv += _llama_lora(spec, rs)
     argv += ["--host", _bind(spec, rs), "--port", str(svc.port)]
     key = svc.api_key
     if key is not None and (key.secret is not None or key.file is not None):
@@ -95,6 +101,41 @@ def server_argv(
         argv += ["--api-key-file", API_KEY_PATH if inside else str(key.file)]
     argv += list(svc.args)
     return tuple(argv)
+
+
+def adapter_path(spec: Spec, rs: ResolvedService, name: str, host_path: str) -> str:
+    """An adapter as the server sees it: its host path for a native server; in a
+    container, vLLM's directory at /adapters/NAME, llama.cpp's file inside it."""
+    if spec.runtimes[rs.service.runtime].image is None:
+        return host_path
+    if spec.runtimes[rs.service.runtime].rules().MEMORY == "budget":
+        return str(ADAPTERS_DIR / name)
+    return str(ADAPTERS_DIR / name / PurePosixPath(host_path).name)
+
+
+def adapter_mounts(spec: Spec, rs: ResolvedService) -> list[str]:
+    """podman volumes (read-only) for the adapters, and for the update directories."""
+    lora = rs.service.lora
+    if lora is None or spec.runtimes[rs.service.runtime].image is None:
+        return []
+    budgeted = spec.runtimes[rs.service.runtime].rules().MEMORY == "budget"
+    out = []
+    for a in lora.adapters:
+        host = PurePosixPath(a.path) if budgeted else PurePosixPath(a.path).parent
+        out.append(f"{host}:{ADAPTERS_DIR / a.name}:ro,z")
+        if a.update is not None and a.update.apply == "load":
+            out.append(f"{a.update.dir}:{UPDATES_DIR / a.name}:ro,z")
+    return out
+
+
+def _llama_lora(spec: Spec, rs: ResolvedService) -> list[str]:
+    """``--lora FILE`` (``--lora-scaled FILE SCALE``): llama.cpp applies every one."""
+    lora = rs.service.lora
+    out: list[str] = []
+    for a in () if lora is None else lora.adapters:
+        path = adapter_path(spec, rs, a.name, a.path)
+        out += ["--lora", path] if a.scale is None else ["--lora-scaled", path, _share(a.scale)]
+    return out
 
 
 def _share(value: float) -> str:
@@ -181,5 +222,25 @@ def vllm_argv(spec: Spec, rs: ResolvedService, plan: ServicePlan) -> tuple[str, 
         argv.append("--enforce-eager")
     if svc.served_model_name is not None:
         argv += ["--served-model-name", svc.served_model_name]
+    lora = svc.lora
+    if lora is not None:
+        n = lora.max_loras or 1
+        argv += ["--enable-lora", "--max-loras", str(n)]
+        argv += ["--max-lora-rank", str(lora.max_lora_rank or 16)]
+        argv += ["--max-cpu-loras", str(lora.max_cpu_loras or n)]
+        argv.append("--lora-modules")
+        argv += [f"{a.name}={adapter_path(spec, rs, a.name, a.path)}" for a in lora.adapters]
+    if svc.speculative is not None:
+        argv += ["--speculative-config", speculative_config(svc.speculative)]
     argv += list(svc.args)
     return tuple(argv)
+
+
+def speculative_config(sp: Speculative) -> str:
+    """``--speculative-config`` JSON: ``SpeculativeConfig`` fields of vLLM 0.11.0
+    (``vllm/config/speculative.py:47-53``: ``method``, ``num_speculative_tokens``,
+    ``model``); compact and key-sorted, so the argv is stable."""
+    doc: dict[str, object] = {"method": sp.method, "num_speculative_tokens": sp.num_tokens}
+    if sp.model is not None:
+        doc["model"] = sp.model
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))

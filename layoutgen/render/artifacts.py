@@ -20,6 +20,7 @@ from typing import Any
 from layoutgen.cache import private_dir
 from layoutgen.errors import LayoutgenError
 from layoutgen.render import quoting
+from layoutgen.render.lora import update_units
 from layoutgen.render.units import build, rpc_units
 from layoutgen.solve.plan import to_json, to_text
 from layoutgen.spec.validate import Validated
@@ -94,6 +95,18 @@ def render(v: Validated, spec_name: str, templates: Path | None = None) -> dict[
                 files[f"{host}/systemd/{unit.name}.service"] = env.get_template(KINDS[2]).render(
                     ctx
                 )
+        for rs in v.services:
+            for upd in update_units(v.spec, rs):
+                # quadlet has no timers: plain units beside the .container files too
+                where = [t for t in ("quadlet", "systemd") if t in v.spec.host.targets]
+                if "quadlet" in where and unit_image(v, rs.name) is None:
+                    where.remove("quadlet")
+                for target in where:
+                    for kind, sections in (("service", upd.service), ("timer", upd.timer)):
+                        ctx = {"header": head, "unit": _Sections(sections), "image": ""}
+                        files[f"{host}/{target}/{upd.name}.{kind}"] = env.get_template(
+                            KINDS[2]
+                        ).render(ctx)
         for serving, unit in rpc_units(v.spec):
             ctx = {"header": head, "unit": unit, "image": ""}
             files[f"{serving}/systemd/{unit.name}.service"] = env.get_template(KINDS[2]).render(ctx)
@@ -116,6 +129,17 @@ def render(v: Validated, spec_name: str, templates: Path | None = None) -> dict[
         raise TemplateError(f"{folder}: template error: {exc}") from None
     files[f"{host}/plan.json"] = to_json(v.plan)
     return {path: _ends_with_newline(text) for path, text in sorted(files.items())}
+
+
+class _Sections:
+    """What systemd.service.j2 lays out: ``unit.service``, sections of key/value lines."""
+
+    def __init__(self, sections: dict[str, list[tuple[str, str]]]) -> None:
+        self.service = sections
+
+
+def unit_image(v: Validated, name: str) -> str | None:
+    return v.spec.runtimes[v.spec.services[name].runtime].image
 
 
 def _ends_with_newline(text: str) -> str:

@@ -19,10 +19,10 @@ from pathlib import PurePosixPath
 
 from layoutgen.errors import LayoutgenError
 from layoutgen.render import quoting, sandbox
-from layoutgen.render.argv import API_KEY_PATH, MODELS_DIR, rpc_devices
+from layoutgen.render.argv import API_KEY_PATH, MODELS_DIR, adapter_mounts, rpc_devices
 from layoutgen.runtimes.base import Runtime
 from layoutgen.solve.plan import Plan, ServicePlan
-from layoutgen.spec.checks import LOOPBACK, conflicting
+from layoutgen.spec.checks import LOOPBACK, RUNTIME_LORA_ENV, conflicting
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import Rpc, Service, Spec
 
@@ -118,7 +118,12 @@ def build(spec: Spec, plan: Plan, services: tuple[ResolvedService, ...]) -> list
         # order), which is enough for systemd to stop the one before starting
         # the other, so their VRAM is never claimed twice, without a cycle.
         earlier = [n for n in others if (rank.get(n, 0), n) < (rank.get(sp.name, 0), sp.name)]
-        deps = _Deps(wants, [f"{n}.service" for n in others], [f"{n}.service" for n in earlier])
+        deps = _Deps(
+            wants,
+            [f"{n}.service" for n in others],
+            [f"{n}.service" for n in earlier],
+            at_boot(spec, sp.name, clash),
+        )
         units.append(_unit(spec, rs, sp, deps))
     return units
 
@@ -130,6 +135,28 @@ class _Deps:
     wants: list[str]
     conflicts: list[str]
     after_only: list[str]
+    at_boot: bool = True
+
+
+def at_boot(spec: Spec, name: str, clash: dict[str, set[str]]) -> bool:
+    """Whether the service starts at boot (``[Install] WantedBy``): always, unless one
+    of the services it conflicts with is marked ``default: true`` and it is not:
+    alternatives start one at boot, the others by ``systemctl start NAME``."""
+    if spec.services[name].default:
+        return True
+    return not any(spec.services[o].default for o in clash[name])
+
+
+def runtime_env(svc: Service) -> list[str]:
+    """Environment layoutgen adds: vLLM's runtime LoRA endpoints for a daily load
+    (``vllm/envs.py`` of 0.11.0: ``VLLM_ALLOW_RUNTIME_LORA_UPDATING`` is read as
+    "1" or "true", case-insensitive; ``api_server.py:1212`` adds the routes only then)."""
+    lora = svc.lora
+    if lora is not None and any(
+        a.update is not None and a.update.apply == "load" for a in lora.adapters
+    ):
+        return [f"{RUNTIME_LORA_ENV}=True"]
+    return []
 
 
 def rpc_unit_name(gpu_id: str) -> str:
@@ -220,7 +247,7 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
     rt = runtime.rules()
     # the image's entrypoint supplies the argv's first words (llama-server; vllm serve)
     args = sp.argv[rt.ENTRYPOINT_WORDS :]
-    env = [f"{k}={v}" for k, v in sorted(svc.env.items())]
+    env = [f"{k}={v}" for k, v in sorted(svc.env.items())] + runtime_env(svc)
     model_path = PurePosixPath(spec.models[svc.model].path)
     by_id = {g.id: g for g in spec.host.gpus}
     pinned = _pinned(spec, rs, sp)
@@ -247,6 +274,8 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
     for pair in env:
         options += ["--env", pair]
     options += ["--publish", publish, "--volume", volume]
+    for mount in adapter_mounts(spec, rs):
+        options += ["--volume", mount]
     if rt.SHM_SIZE is not None:
         options += ["--shm-size", rt.SHM_SIZE]
     options += [flag for key, value in _api_key(svc, rt) for flag in (PODMAN_OPTION[key], value)]
@@ -285,7 +314,8 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
             spec, rs, runtime.image, devices, publish, volume, caps, pinned, health, timeout, args
         )
         quadlet["Service"] = service_common + _readiness(spec, svc.port, quadlet["Container"])
-        quadlet["Install"] = [("WantedBy", "default.target")]
+        if deps.at_boot:
+            quadlet["Install"] = [("WantedBy", "default.target")]
 
     service: dict[str, list[tuple[str, str]]] = {"Unit": unit_section}
     if runtime.image is not None:
@@ -316,7 +346,8 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
             *_wait(svc.port),
             *service_common,
         ]
-    service["Install"] = [("WantedBy", "multi-user.target")]
+    if deps.at_boot:
+        service["Install"] = [("WantedBy", "multi-user.target")]
     return Unit(
         name=rs.name,
         description=description,
@@ -397,7 +428,9 @@ def _container(
     keys += [("AddDevice", d) for d in devices]
     keys += [("Environment", "CUDA_DEVICE_ORDER=PCI_BUS_ID")]
     keys += [("Environment", f"{k}={v}") for k, v in sorted(rs.service.env.items())]
+    keys += [("Environment", pair) for pair in runtime_env(rs.service)]
     keys += [("PublishPort", publish), ("Volume", volume)]
+    keys += [("Volume", mount) for mount in adapter_mounts(spec, rs)]
     rt = spec.runtimes[rs.service.runtime].rules()
     if rt.SHM_SIZE is not None:
         keys.append(("ShmSize", rt.SHM_SIZE))

@@ -19,6 +19,7 @@ Read from the vLLM wheels 0.8.5 … 0.33.0 (see vllm_memory's docstring).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Sequence
@@ -97,7 +98,7 @@ class Vllm(Runtime):
     SHM_SIZE: ClassVar[str | None] = "2g"
     READ_FROM: ClassVar[str] = f"vLLM {NEWEST} wheel (vllm/v1/worker/gpu_worker.py)"
     SERVICE_KEYS: ClassVar[frozenset[str]] = frozenset(
-        {"kv_cache_dtype", "enforce_eager", "env", "served_model_name"}
+        {"kv_cache_dtype", "enforce_eager", "env", "served_model_name", "speculative"}
     )
     INSTEAD: ClassVar[dict[str, str]] = {
         "cache_type_k": "use 'kv_cache_dtype:' (auto, fp8, fp8_e4m3 or fp8_e5m2)",
@@ -125,6 +126,19 @@ class Vllm(Runtime):
         (("--block-size",), "layoutgen plans vLLM's default 16-token blocks; remove it"),
         (("--enforce-eager",), "use 'enforce_eager: true'"),
         (("--served-model-name",), "use 'served_model_name:'"),
+        (
+            (
+                "--enable-lora",
+                "--max-loras",
+                "--max-lora-rank",
+                "--max-cpu-loras",
+                "--lora-modules",
+                "--fully-sharded-loras",
+                "--lora-dtype",
+            ),
+            "use 'lora:' (layoutgen budgets the LoRA slots)",
+        ),
+        (("--speculative-config",), "use 'speculative:' (layoutgen budgets its KV)"),
         (("--host",), "services bind as layoutgen decides; use 'expose: true' to open them"),
         (("--port",), "use 'port:'"),
     )
@@ -198,14 +212,25 @@ def state_bytes(hp: HParams, tp: int, dtype_bytes: int) -> int:
     return (conv + temporal) * dtype_bytes
 
 
-def vllm_model(profile: Profile, tp: int) -> vm.VllmModel:
-    """What vLLM's memory depends on, from the profile's hyperparameters and bytes."""
+#: architectures whose vLLM model class lists ``embedding_modules``, so LoRA slots
+#: cover embed_tokens and lm_head too (0.11.0: llama.py:493 LlamaForCausalLM, which
+#: also serves Mistral checkpoints; Qwen2/Qwen3 list none, qwen3.py:264)
+LORA_EMBEDDING_ARCHS = frozenset({"llama", "mistral"})
+
+
+def vllm_model(profile: Profile, tp: int, *, mtp: bool = False) -> vm.VllmModel:
+    """What vLLM's memory depends on, from the profile's hyperparameters and bytes.
+
+    ``mtp``: speculative decoding with the checkpoint's MTP layers, which then keep
+    KV like any attention layer (EagleProposer's layers join the KV cache groups);
+    their weights are in the profile's bytes either way (``mtp.*`` tensors and
+    decoder layers past num_hidden_layers are profiled, hf_checkpoint.py)."""
     hp = profile.hparams
     heads = _most(hp.n_head)
     dtype_bytes = DTYPE_BYTES.get((hp.dtype or "bfloat16").lower(), 2)
     k = hp.key_length or ((hp.n_embd or 0) // heads if heads else 0)
     return vm.VllmModel(
-        n_layer=attention_layers(hp),
+        n_layer=attention_layers(hp) + ((hp.nextn_layers or 0) if mtp else 0),
         n_head_kv=_most(hp.n_head_kv) or heads,
         head_dim_k=k,
         head_dim_v=hp.value_length or k,
@@ -222,6 +247,8 @@ def vllm_model(profile: Profile, tp: int) -> vm.VllmModel:
         mamba_state_bytes=state_bytes(hp, tp, dtype_bytes),
         moe_intermediate_size=hp.expert_ff or 0 if hp.n_expert else 0,
         moe_top_k=hp.n_expert_used or 0 if hp.n_expert else 0,
+        n_head=heads,
+        lora_embeddings=profile.arch in LORA_EMBEDDING_ARCHS,
     )
 
 
@@ -250,6 +277,7 @@ class Budget:
 
     service: vm.VllmService
     weights: vm.Term
+    lora: vm.Term  #: the LoRA slots (--max-loras x --max-lora-rank), with the weights
     activation: vm.Term
     non_torch: vm.Term
     cudagraph: vm.Term
@@ -286,6 +314,9 @@ def plan_budget(
     kv_cache_dtype: str,
     enforce_eager: bool,
     room: int | None = None,
+    lora: int = 0,
+    lora_exact: bool = True,
+    spec: int = 0,
 ) -> Budget:
     """The budget for ``max_num_seqs`` requests of ``max_model_len`` tokens.
 
@@ -306,11 +337,19 @@ def plan_budget(
         enforce_eager=enforce_eager,
     )
     weights = vm.Term(math.ceil(model.weights_bytes / tp), vm.Basis.EXACT)
-    activation = vm.Term(vm.activation_estimate(model, service), vm.Basis.ESTIMATED)
+    # speculative decoding: the sampler scores num_tokens + 1 rows a sequence (the
+    # rejection sampler's target logits), and the proposer keeps its own buffers
+    rows = min(max_num_seqs * (spec + 1), max_num_batched_tokens)
+    sampled = dataclasses.replace(service, max_num_seqs=rows) if spec else service
+    activation = vm.Term(
+        vm.activation_estimate(model, sampled) + vm.speculative_extra(model, service, spec),
+        vm.Basis.ESTIMATED,
+    )
+    lora_term = vm.Term(lora, vm.Basis.EXACT if lora_exact else vm.Basis.ESTIMATED)
     non_torch = vm.Term(vm.non_torch_estimate(service), vm.Basis.UPPER_BOUND)
     graphs = vm.Term(vm.cudagraph_estimate(model, service), vm.Basis.ESTIMATED)
     in_budget = vm.cudagraph_in_budget(service)
-    before_kv = weights.bytes + activation.bytes + non_torch.bytes
+    before_kv = weights.bytes + lora_term.bytes + activation.bytes + non_torch.bytes
     before_kv += graphs.bytes if in_budget else 0
     block = vm.effective_block_size(model, service)
     page = block * vm.kv_bytes_per_token_layer(model, service)
@@ -341,6 +380,7 @@ def plan_budget(
     return Budget(
         service=service,
         weights=weights,
+        lora=lora_term,
         activation=activation,
         non_torch=non_torch,
         cudagraph=graphs,

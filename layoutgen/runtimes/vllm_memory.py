@@ -105,6 +105,8 @@ class VllmModel:
     mamba_state_bytes: int = 0  #: state of one such layer for one sequence, per GPU
     moe_intermediate_size: int = 0
     moe_top_k: int = 0
+    n_head: int = 0  #: attention (query) heads, for the LoRA slots of q and o
+    lora_embeddings: bool = False  #: the model class lists embedding_modules (Llama)
 
     @property
     def is_mla(self) -> bool:
@@ -384,3 +386,95 @@ def finish(
         kv_tokens=Term(tokens, available.basis),
         max_concurrency=concurrency,
     )
+
+
+# ---- LoRA ------------------------------------------------------------------------------
+
+#: LoRAConfig.lora_extra_vocab_size (vllm/config/lora.py:47 of 0.11.0) and the logits
+#: processor's padding (lora_vocab_padding_size, 256)
+LORA_EXTRA_VOCAB = 256
+LORA_VOCAB_PADDING = 256
+
+
+@dataclass(frozen=True)
+class LoraSlots:
+    """What ``--max-loras`` and ``--max-lora-rank`` allocate (``--enable-lora``)."""
+
+    max_loras: int
+    max_lora_rank: int
+    max_cpu_loras: int
+
+
+def lora_layer_bytes(model: VllmModel, slots: LoraSlots, tp: int) -> int:
+    """One decoder layer's LoRA slots on one GPU (``fully_sharded_loras`` off).
+
+    vLLM 0.11.0 ``vllm/lora/layers/base_linear.py:62-80`` and
+    ``column_parallel_linear.py:205-224``: per slice, ``lora_a_stacked`` is
+    ``max_loras x 1 x rank x input_size`` and ``lora_b_stacked``
+    ``max_loras x 1 x output_slice x rank``, in ``lora_dtype`` (auto: the model's).
+    Input and output sizes are the TP shard's: qkv_proj (3 slices, input hidden,
+    outputs q/tp, kv/tp, kv/tp), o_proj (row parallel: input q/tp, output hidden),
+    gate_up_proj (2 slices of I/tp) and down_proj (input I/tp, output hidden).
+    MoE experts (FusedMoE) are not LoRA layers in 0.11.0; their dense width is 0.
+    """
+    r, n, h = slots.max_lora_rank, slots.max_loras, model.hidden_size
+    head = model.head_dim_k
+    q = model.n_head * head // tp
+    kv = max(1, model.n_head_kv // tp) * head
+    inter = model.intermediate_size // tp
+    a = 3 * r * h + r * q + (2 * r * h if inter else 0) + (r * inter if inter else 0)
+    b = (q + 2 * kv) * r + h * r + (2 * inter * r + h * r if inter else 0)
+    return n * (a + b) * model.dtype_bytes
+
+
+def lora_embedding_bytes(model: VllmModel, slots: LoraSlots) -> int:
+    """Embedding and lm_head slots of a model class with ``embedding_modules`` (Llama,
+    ``vllm/model_executor/models/llama.py:493``): ``vocal_parallel_embedding.py:50-76``
+    (extra-vocab embeddings in the weights' dtype, A over vocab + 256 rows, B) and
+    ``logits_processor.py:91-116`` (A, B over the vocabulary padded to 256, the
+    extra-vocab embeddings)."""
+    if not model.lora_embeddings:
+        return 0
+    r, n, h, d = slots.max_lora_rank, slots.max_loras, model.hidden_size, model.dtype_bytes
+    vocab = model.vocab_size
+    padded = math.ceil(vocab / LORA_VOCAB_PADDING) * LORA_VOCAB_PADDING
+    embed = n * (LORA_EXTRA_VOCAB * h + (vocab + LORA_EXTRA_VOCAB) * r + h * r) * d
+    head = n * (r * h + padded * r + LORA_EXTRA_VOCAB * h) * d
+    return embed + head
+
+
+def lora_gpu_bytes(model: VllmModel, slots: LoraSlots, tp: int) -> int:
+    """Every LoRA slot on one GPU: allocated with the model (``create_lora_weights``),
+    before the memory profile, so inside the budget beside the weights."""
+    return model.n_layer * lora_layer_bytes(model, slots, tp) + lora_embedding_bytes(model, slots)
+
+
+def lora_adapter_bytes(model: VllmModel, rank: int) -> int:
+    """One adapter of ``rank`` as the CPU cache holds it (every layer, unsharded, in the
+    model dtype: ``LoRAModel.from_local_checkpoint`` loads to ``cpu``)."""
+    one = LoraSlots(max_loras=1, max_lora_rank=rank, max_cpu_loras=1)
+    return model.n_layer * lora_layer_bytes(model, one, 1) + lora_embedding_bytes(model, one)
+
+
+def lora_host_bytes(model: VllmModel, slots: LoraSlots) -> int:
+    """The CPU cache: up to ``max_cpu_loras`` adapters at ``max_lora_rank`` in host RAM
+    (an upper bound: smaller ranks take less)."""
+    return slots.max_cpu_loras * lora_adapter_bytes(model, slots.max_lora_rank)
+
+
+# ---- speculative decoding ----------------------------------------------------------------
+
+
+def speculative_extra(model: VllmModel, service: VllmService, num_tokens: int) -> int:
+    """The MTP proposer's own buffers, beside the profiling run's peak.
+
+    ``EagleProposer.__init__`` (``vllm/v1/spec_decode/eagle.py:89-110`` of 0.11.0;
+    ``use_eagle()`` covers mtp) keeps ``max_num_tokens`` rows of ``input_ids``
+    (int32), ``positions`` (int64), ``hidden_states`` and ``inputs_embeds``
+    (hidden size, model dtype).  The draft forward pass runs one MTP layer over
+    the same tokens after the target's, so it does not raise the peak.
+    """
+    if not num_tokens:
+        return 0
+    tokens = service.max_num_batched_tokens
+    return tokens * (4 + 8 + 2 * model.hidden_size * model.dtype_bytes)

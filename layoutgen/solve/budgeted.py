@@ -26,6 +26,9 @@ from layoutgen.spec.checks import conflicting
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import Spec
 
+#: the plan's name for the LoRA CPU cache (vLLM logs no buffer for it)
+LORA_CACHE = "CPU_LoRA_cache"
+
 
 def max_model_len(rs: ResolvedService, profile: Profile) -> int:
     """``ctx``, or the trained context for ``ctx: 0`` (vLLM's own default)."""
@@ -41,9 +44,12 @@ def budget(
     gpus, names, _ = device_order(spec, rs.gpus)
     vram = {g.id: g.vram for g in spec.host.gpus}
     svc = rs.service
+    spec_tokens = svc.speculative.num_tokens if svc.speculative is not None else 0
+    model = vllm_model(profile, len(gpus), mtp=bool(spec_tokens))
+    slots = lora_slots(rs)
     found = plan_budget(
         rt,
-        vllm_model(profile, len(gpus)),
+        model,
         [vram[g] for g in gpus],
         max_model_len=max_model_len(rs, profile),
         max_num_seqs=rs.parallel,
@@ -51,8 +57,34 @@ def budget(
         kv_cache_dtype=svc.kv_cache_dtype or "auto",
         enforce_eager=bool(svc.enforce_eager),
         room=room,
+        lora=0 if slots is None else vm.lora_gpu_bytes(model, slots, len(gpus)),
+        lora_exact=model.intermediate_size > 0 and not model.moe_top_k,
+        spec=spec_tokens,
     )
     return found, gpus, names
+
+
+def lora_slots(rs: ResolvedService) -> vm.LoraSlots | None:
+    """``--max-loras``, ``--max-lora-rank``, ``--max-cpu-loras`` with vLLM's defaults
+    (vllm/config/lora.py of 0.11.0: 1, 16, max_loras)."""
+    lora = rs.service.lora
+    if lora is None:
+        return None
+    n = lora.max_loras or 1
+    return vm.LoraSlots(n, lora.max_lora_rank or 16, lora.max_cpu_loras or n)
+
+
+def _mtp_missing(rs: ResolvedService, profile: Profile) -> Problem | None:
+    spec = rs.service.speculative
+    if spec is None or spec.method != "mtp" or profile.hparams.nextn_layers:
+        return None
+    return Problem(
+        ("services", rs.name, "speculative", "method"),
+        f"services.{rs.name}.speculative.method: model {rs.service.model!r} has no MTP "
+        "layers (its profile has no nextn_layers: config.json's num_nextn_predict_layers "
+        "or mtp_num_hidden_layers, and their tensors); use a checkpoint that keeps them, "
+        "or remove 'speculative:'",
+    )
 
 
 def service_plan(
@@ -64,6 +96,9 @@ def service_plan(
     """The service's plan, or the located problem vLLM would refuse to start with:
     its KV cache cannot hold one ``ctx`` request beside ``beside`` (GPU id -> what
     the services that run with it already hold there)."""
+    missing = _mtp_missing(rs, profile)
+    if missing is not None:
+        return missing
     gpus = device_order(spec, rs.gpus)[0]
     limits = {g.id: g.vram - g.reserve for g in spec.host.gpus}
     room = min(limits[g] - beside.get(g, 0) - spec.host.gpu_overhead for g in gpus)
@@ -81,14 +116,16 @@ def service_plan(
         )
     compute = b.activation.bytes + b.non_torch.bytes + b.cudagraph.bytes
     part = Part(
-        weights=b.weights.bytes,
+        weights=b.weights.bytes + b.lora.bytes,
         kv=b.kv.bytes,
         compute=compute,
         overhead=spec.host.gpu_overhead,
         basis={"weights": "exact", "kv": str(b.kv.basis), "compute": "estimated"},  # type: ignore[dict-item]
     )
+    lora = (("lora", b.lora.bytes, str(b.lora.basis)),) if rs.service.lora else ()
     terms = (
         ("weights", b.weights.bytes, "exact"),
+        *lora,
         ("activation", b.activation.bytes, "estimated"),
         ("non_torch", b.non_torch.bytes, "upper-bound"),
         ("cudagraph", b.cudagraph.bytes, "estimated"),
@@ -98,7 +135,7 @@ def service_plan(
         max_model_len=b.service.max_model_len,
         max_num_seqs=b.service.max_num_seqs,
         tensor_parallel_size=len(gpus),
-        terms=terms,  # type: ignore[arg-type]
+        terms=terms,
         cudagraph_in_budget=b.cudagraph_in_budget,
         budget=b.budget,
         utilization=b.utilization,
@@ -109,10 +146,20 @@ def service_plan(
         kv_tokens=b.kv_tokens,
         max_concurrency=b.max_concurrency,
     )
+    buffers = dict.fromkeys(names, part)
+    device_of = dict(zip(names, gpus, strict=True))
+    slots = lora_slots(rs)
+    if slots is not None:
+        # the CPU cache of max_cpu_loras adapters, in host RAM
+        model = vllm_model(profile, len(gpus))
+        buffers[LORA_CACHE] = Part(
+            weights=vm.lora_host_bytes(model, slots), basis={"weights": "upper-bound"}
+        )
+        device_of[LORA_CACHE] = "host"
     return ServicePlan(
         name=rs.name,
-        buffers=dict.fromkeys(names, part),
-        device_of=dict(zip(names, gpus, strict=True)),
+        buffers=buffers,
+        device_of=device_of,
         expert_layers={},
         layer_buffer={},
         budget=plan,
@@ -139,6 +186,8 @@ def start_checks(
             continue
         checks = []
         for buf, gpu in sp.device_of.items():
+            if gpu == "host":
+                continue
             earlier = [
                 o
                 for o in order[:i]

@@ -204,6 +204,7 @@ def _budget_text(name: str, b: BudgetPlan) -> list[str]:
     """A vLLM service's budget, term by term, and its start-up check on each GPU."""
     why = {
         "weights": f"the checkpoint / {b.tensor_parallel_size}",
+        "lora": "--max-loras x --max-lora-rank slots, allocated with the weights",
         "activation": "profile run's peak",
         "non_torch": "cuBLAS, NCCL, workspaces",
         "cudagraph": "in the budget" if b.cudagraph_in_budget else "after the budget, outside it",

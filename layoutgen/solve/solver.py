@@ -159,6 +159,12 @@ def solve(
         if isinstance(rs.experts, ExpertsAuto) and n not in budgeted:
             experts, tensors = _fill(rs, settings[n], splits[n], placed, worlds, capacity, reserve)
             placed[n] = _service_plan(settings[n], splits[n], experts, tensors)
+    for n in order:
+        if n not in budgeted and by_name[n].service.lora is not None:
+            found_bytes = adapter_bytes(by_name[n])
+            if isinstance(found_bytes, Problem):
+                raise DoesNotFit([found_bytes])
+            placed[n] = _with_adapters(placed[n], found_bytes)
     problems = _fit(spec, placed, worlds, order)
     if any(p.severity is Severity.ERROR for p in problems):
         raise DoesNotFit(problems)
@@ -179,6 +185,50 @@ def solve(
     used = sorted({by_name[n].service.runtime for n in placed})
     assumed = {rid: spec.runtimes[rid].rules().assumed() for rid in used}
     return Plan(name, spec.host.name, devices, services_sorted, warnings, tuple(order), assumed)
+
+
+def adapter_bytes(rs: ResolvedService) -> int | Problem:
+    """A llama.cpp service's LoRA adapters: their GGUF tensor data (``size:``, else the
+    file's bytes after its header), all of them together."""
+    from pathlib import Path
+
+    from layoutgen.models.gguf_header import GGUFError, read_header
+
+    lora = rs.service.lora
+    total = 0
+    for i, a in enumerate(() if lora is None else lora.adapters):
+        if a.size is not None:
+            total += a.size
+            continue
+        try:
+            header = read_header(Path(a.path))
+        except (OSError, GGUFError) as exc:
+            return Problem(
+                ("services", rs.name, "lora", "adapters", i, "path"),
+                f"services.{rs.name}.lora.adapters[{i}].path: cannot read the adapter's GGUF "
+                f"header ({exc}); write its size under 'size:' (its tensor bytes: the file's "
+                "size is a safe upper bound) where the file is not on this machine",
+            )
+        total += header.file_size - header.data_offset
+    return total
+
+
+def _with_adapters(sp: ServicePlan, nbytes: int) -> ServicePlan:
+    """llama.cpp loads each adapter tensor into the buffer type of its base tensor
+    (llama-adapter.cpp ``llama_adapter_lora_init_impl``: ``buft =
+    ggml_backend_buffer_get_type(model_tensor->buffer)``), so an adapter spreads over
+    the devices its model's layers are on.  Which tensor goes where is not known
+    without the adapter's tensor list, so every such buffer is charged the whole
+    adapter: an upper bound."""
+    where = set(sp.layer_buffer.values()) or {b for b, d in sp.device_of.items() if d == "host"}
+    buffers = dict(sp.buffers)
+    for buf in sorted(where):
+        part = buffers.get(buf)
+        if part is None:
+            continue
+        basis = {**part.basis, "created": "upper-bound"}
+        buffers[buf] = dataclasses.replace(part, created=part.created + nbytes, basis=basis)
+    return dataclasses.replace(sp, buffers=buffers)
 
 
 def _fixed_experts(

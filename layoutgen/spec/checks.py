@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from layoutgen import runtimes
 from layoutgen.errors import Problem, Severity
@@ -75,6 +76,10 @@ OWNED: tuple[Owned, ...] = (
         reason=_SECRET,
     ),
     Owned(("--api-key-file",), "use 'api_key: {file: /path}' (mounted into the container)"),
+    Owned(
+        ("--lora", "--lora-scaled", "--lora-init-without-apply"),
+        "use 'lora: {adapters: [{name, path}]}' (the plan budgets the adapter's tensors)",
+    ),
 )
 KINDS: tuple[RuntimeKind, ...] = ("llama.cpp", "ik_llama.cpp")
 ALL_KINDS: tuple[RuntimeKind, ...] = (*KINDS, "vllm")
@@ -98,6 +103,9 @@ def check(spec: Spec, services: tuple[ResolvedService, ...]) -> list[Problem]:
         *_tensor_overrides(spec, services),
         *_runtime_keys(spec, services),
         *_budgeted(spec, services),
+        *_lora(spec, services),
+        *_speculative(spec, services),
+        *_defaults(spec),
     ]
 
 
@@ -155,6 +163,135 @@ def _budgeted(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Pro
                 f"services.{rs.name}.{key}: batch ({rs.batch}, --max-num-batched-tokens) is "
                 f"below parallel ({rs.parallel}, --max-num-seqs), which vLLM refuses; write "
                 f"batch: {rs.parallel} or more",
+            )
+
+
+#: vLLM's default --max-lora-rank (vllm/config/lora.py:33 of 0.11.0)
+DEFAULT_LORA_RANK = 16
+#: set by layoutgen when an adapter is updated through vLLM's runtime endpoint
+RUNTIME_LORA_ENV = "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
+
+
+def lora_base(spec: Spec, rs: ResolvedService) -> str:
+    """The base model an adapter must name: ``lora.base_model``, else the name of the
+    model's checkpoint directory (vLLM) or GGUF file (llama.cpp)."""
+    lora = rs.service.lora
+    if lora is not None and lora.base_model is not None:
+        return lora.base_model
+    model = spec.models.get(rs.service.model)
+    return "" if model is None else PurePosixPath(model.path).name
+
+
+def same_base(named: str, expected: str) -> bool:
+    """``base_model_name_or_path`` names ``expected``: equal, or the same last path
+    component (``Qwen/Qwen3-32B`` and ``/srv/models/Qwen3-32B/`` both name
+    ``Qwen3-32B``).  The update script applies the same rule."""
+    last = named.rstrip("/").rpartition("/")[2]
+    return named == expected or last == expected.rstrip("/").rpartition("/")[2]
+
+
+def _lora(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
+    """Adapters: rank and base model where the spec gives them; what each runtime takes."""
+    for rs in services:
+        lora, rt = rs.service.lora, _kind(spec, rs)
+        base = ("services", rs.name, "lora")
+        if rt is not None and RUNTIME_LORA_ENV in rs.service.env:
+            yield Problem(
+                ("services", rs.name, "env", RUNTIME_LORA_ENV),
+                f"services.{rs.name}.env.{RUNTIME_LORA_ENV}: set by layoutgen when an "
+                "adapter has 'update: {apply: load}'; remove it",
+                at_key=True,
+            )
+        if lora is None or rt is None:
+            continue
+        budgeted = rt.MEMORY == "budget"
+        if not budgeted:
+            for key in ("max_loras", "max_lora_rank", "max_cpu_loras"):
+                if key in lora.model_fields_set:
+                    yield Problem(
+                        (*base, key),
+                        f"services.{rs.name}.lora.{key}: {rt.kind} loads every listed "
+                        "adapter whole and has no slots; remove it",
+                        at_key=True,
+                    )
+        limit = lora.max_lora_rank or DEFAULT_LORA_RANK
+        expected = lora_base(spec, rs)
+        for i, adapter in enumerate(lora.adapters):
+            where = (*base, "adapters", i)
+            label = f"services.{rs.name}.lora.adapters[{i}]"
+            if budgeted and adapter.rank is not None and adapter.rank > limit:
+                yield Problem(
+                    (*where, "rank"),
+                    f"{label}.rank: adapter {adapter.name!r} has rank {adapter.rank}, above "
+                    f"max_lora_rank {limit}, and vLLM refuses to load it; write max_lora_rank: "
+                    f"{_rank_for(adapter.rank)} (under lora:) or train it at rank {limit} or less",
+                )
+            if adapter.base_model is not None and not same_base(adapter.base_model, expected):
+                yield Problem(
+                    (*where, "base_model"),
+                    f"{label}.base_model: adapter {adapter.name!r} was trained on "
+                    f"{adapter.base_model!r}, not on this service's model {expected!r}; "
+                    "serve it with that model, or set lora.base_model if both name the same",
+                )
+            for key in ("scale", "size") if budgeted else ("update",):
+                if key in adapter.model_fields_set:
+                    why = (
+                        "is a llama.cpp setting (vLLM applies adapters per request)"
+                        if budgeted
+                        else "needs vLLM: llama-server's /lora-adapters only sets the scale "
+                        "of adapters loaded at start (server-common.cpp parse_lora_request)"
+                    )
+                    yield Problem(
+                        (*where, key),
+                        f"{label}.{key}: {key} {why}; remove it",
+                        at_key=True,
+                    )
+
+
+def _rank_for(rank: int) -> int:
+    from layoutgen.spec.schema import LORA_RANKS
+
+    return next((r for r in LORA_RANKS if r >= rank), LORA_RANKS[-1])
+
+
+def _speculative(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
+    """vLLM 0.11.0's V1 engine proposes with ngram, eagle/eagle3/mtp or medusa only:
+    ``vllm/v1/worker/gpu_model_runner.py:280-294`` raises "Unknown speculative
+    decoding method" for ``draft_model``."""
+    for rs in services:
+        sp = rs.service.speculative
+        if sp is None or sp.method != "draft":
+            continue
+        yield Problem(
+            ("services", rs.name, "speculative", "method"),
+            f"services.{rs.name}.speculative.method: vLLM's V1 engine has no draft-model "
+            "proposer (0.11.0 gpu_model_runner.py: ngram, eagle, eagle3, mtp and medusa "
+            "only) and refuses to start; use method: mtp with a checkpoint that keeps its "
+            "MTP layers",
+        )
+
+
+def _defaults(spec: Spec) -> Iterator[Problem]:
+    """``default: true`` marks the one of a set of alternatives (services that conflict)
+    started at boot: it needs conflicts, and two defaults may not conflict."""
+    clash = conflicting(spec)
+    for name in sorted(spec.services):
+        if spec.services[name].default is None:
+            continue
+        where = ("services", name, "default")
+        if not clash[name]:
+            yield Problem(
+                where,
+                f"services.{name}.default: {name!r} conflicts with no service, so it has no "
+                "alternative to be the default of; list its alternatives under 'conflicts:' "
+                "or remove 'default'",
+            )
+        both = sorted(o for o in clash[name] if spec.services[o].default and o < name)
+        if spec.services[name].default and both:
+            yield Problem(
+                where,
+                f"services.{name}.default: {both[0]!r} is the default too, and the two "
+                "conflict: only one of them can start at boot; remove one 'default: true'",
             )
 
 

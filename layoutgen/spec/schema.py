@@ -599,6 +599,149 @@ EnvValue = Annotated[str, BeforeValidator(_env_value)]
 ServedName = Annotated[str, AfterValidator(_served_name)]
 
 
+#: vLLM accepts these --max-lora-rank values only (vllm/config/lora.py of 0.11.0:
+#: possible_max_ranks)
+LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+_CLOCK = re.compile(r"([01][0-9]|2[0-3]):[0-5][0-9]")
+
+
+def _clock(value: str) -> str:
+    if not _CLOCK.fullmatch(value):
+        raise ValueError(
+            f"{literals.clip(value)} is not a time of day: write HH:MM on a 24-hour clock, "
+            'e.g. "04:00" (quoted: YAML reads 04:00 unquoted as a number)'
+        )
+    return value
+
+
+def _lora_rank(value: int) -> int:
+    if value not in LORA_RANKS:
+        raise ValueError(
+            f"vLLM accepts max_lora_rank {', '.join(map(str, LORA_RANKS))} only; write the "
+            f"smallest that covers your adapters' rank r"
+        )
+    return value
+
+
+class LoraUpdate(Strict):
+    """A daily update: the newest adapter in ``dir`` replaces the running one, checked
+    first (same base model, rank within max_lora_rank)."""
+
+    dir: MountedFile = Field(
+        description="absolute host directory the trainer writes adapters into, one "
+        "sub-directory per adapter (PEFT: adapter_config.json + weights); the newest wins"
+    )
+    at: Annotated[str, AfterValidator(_clock)] = Field(
+        description='time of day the check runs (a systemd timer), e.g. "04:00"'
+    )
+    apply: Literal["load", "restart"] = Field(
+        default="load",
+        description="load: through vLLM's /v1/load_lora_adapter, without a restart "
+        "(sets VLLM_ALLOW_RUNTIME_LORA_UPDATING); restart: restart the service",
+    )
+
+
+class LoraAdapter(Strict):
+    """One LoRA adapter the service serves (vLLM: by name; llama.cpp: always applied)."""
+
+    name: Name = Field(description="the name clients ask for (vLLM --lora-modules NAME=...)")
+    path: MountedFile = Field(
+        description="vllm: the adapter's host directory (adapter_config.json and weights), "
+        "mounted read-only at /adapters/NAME; llama.cpp: the adapter's GGUF file. With "
+        "'update:' the update keeps this path a symbolic link to the newest adapter checked"
+    )
+    rank: int | None = Field(
+        default=None, ge=1, le=4096, description="the adapter's rank r, if known: checked here"
+    )
+    base_model: Text | None = Field(
+        default=None,
+        max_length=256,
+        description="base_model_name_or_path of its adapter_config.json, if known: checked "
+        "here against the service's model",
+    )
+    size: Size | None = Field(
+        default=None,
+        description="llama.cpp: the adapter GGUF's tensor bytes; read from its header "
+        "when the file is readable",
+    )
+    scale: float | None = Field(
+        default=None,
+        gt=0,
+        le=100,
+        allow_inf_nan=False,
+        description="llama.cpp: --lora-scaled FILE SCALE (default 1: --lora FILE)",
+    )
+    update: LoraUpdate | None = Field(
+        default=None, description="vllm: replace it daily with the newest adapter in a directory"
+    )
+
+
+class Lora(Strict):
+    """LoRA adapters and the GPU memory vLLM pre-allocates for them."""
+
+    adapters: tuple[LoraAdapter, ...] = Field(
+        min_length=1, max_length=64, description="[{name, path}, ...]"
+    )
+    max_loras: int | None = Field(
+        default=None,
+        ge=1,
+        le=256,
+        description="vllm: --max-loras, adapters in one batch (GPU slots); default 1",
+    )
+    max_lora_rank: Annotated[int, AfterValidator(_lora_rank)] | None = Field(
+        default=None,
+        description="vllm: --max-lora-rank (8, 16, 32, 64, 128, 256, 320 or 512): every "
+        "slot is allocated at this rank; default 16. Adapters of a higher rank are refused",
+    )
+    max_cpu_loras: int | None = Field(
+        default=None,
+        ge=1,
+        le=4096,
+        description="vllm: --max-cpu-loras, adapters cached in host RAM; default max_loras",
+    )
+    base_model: Text | None = Field(
+        default=None,
+        max_length=256,
+        description="the base model an adapter's base_model_name_or_path must name; default: "
+        "the name of the model's checkpoint directory",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Lora:
+        names = [a.name for a in self.adapters]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"adapter {twice[0]!r} is listed twice; give each its own name")
+        if self.max_cpu_loras is not None and self.max_cpu_loras < (self.max_loras or 1):
+            raise ValueError(
+                f"max_cpu_loras ({self.max_cpu_loras}) is below max_loras "
+                f"({self.max_loras or 1}), which vLLM refuses; write max_cpu_loras: "
+                f"{self.max_loras or 1} or more"
+            )
+        return self
+
+
+class Speculative(Strict):
+    """Speculative decoding (vLLM ``--speculative-config``)."""
+
+    method: Literal["mtp", "draft"] = Field(
+        description="mtp: the checkpoint's own multi-token-prediction layers; draft: a "
+        "smaller model from 'models:' proposes the tokens"
+    )
+    num_tokens: int = Field(ge=1, le=16, description="num_speculative_tokens, e.g. 3")
+    model: Ident | None = Field(
+        default=None, description="draft: the draft model's id under 'models:'"
+    )
+
+    @model_validator(mode="after")
+    def _model_for_draft(self) -> Speculative:
+        if self.method == "draft" and self.model is None:
+            raise ValueError("method draft needs 'model:' (the draft model's id under 'models:')")
+        if self.method == "mtp" and self.model is not None:
+            raise ValueError("method mtp uses the checkpoint's own MTP layers: remove 'model:'")
+        return self
+
+
 class Service(Strict):
     model: Ident = Field(description="model id from 'models'")
     runtime: Ident = Field(description="runtime id from 'runtimes'")
@@ -705,6 +848,21 @@ class Service(Strict):
     )
     served_model_name: ServedName | None = Field(
         default=None, description="vllm: --served-model-name, the name clients ask for"
+    )
+    lora: Lora | None = Field(
+        default=None,
+        description="LoRA adapters: {adapters: [{name, path}], max_loras, max_lora_rank, "
+        "max_cpu_loras}; vllm budgets their GPU slots, llama.cpp their tensors",
+    )
+    speculative: Speculative | None = Field(
+        default=None,
+        description="vllm: speculative decoding, {method: mtp, num_tokens: N} (the "
+        "checkpoint's MTP layers) or {method: draft, num_tokens: N, model: MODEL_ID}",
+    )
+    default: bool | None = Field(
+        default=None,
+        description="among services that conflict, the one started at boot (only it "
+        "is WantedBy); the others start by hand: systemctl start NAME",
     )
 
 
