@@ -57,6 +57,8 @@ def test_specs_that_fit_the_host_together_render_side_by_side(tmp_path: Path) ->
     host = out / "compute"
     assert sorted(p.name for p in host.iterdir() if p.is_file()) == [
         ".layoutgen-manifest",
+        "endpoints.a.json",
+        "endpoints.b.json",
         "layout.a.md",
         "layout.b.md",
         "plan.a.json",

@@ -1,6 +1,6 @@
 """out/<host>/ is replaced whole: SIGKILL at random moments, and concurrent renders.
 
-A 40-service spec (three files per service, 122 in all) is rendered in
+A 40-service spec (three files per service and three per host, 123 in all) is rendered in
 memory in two versions that differ in every file, with services removed and
 added; a writer process (tests/tools/kill_render.py) replaces the old tree
 with the new one and is killed at a seeded random moment of its write.
@@ -117,7 +117,9 @@ def trees(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     old = rendered(tmp, range(0, 40), 4096)
     new = rendered(tmp, range(5, 45), 8192)  # every file differs; 5 services gone, 5 new
     alt = rendered(tmp, range(0, 40), 16384)
-    assert len(old[SPEC]) == 122
+    assert (
+        len(old[SPEC]) == 123
+    )  # 40 x (script, quadlet, unit) + layout.md, plan.json, endpoints.json
     refs: dict[str, Path] = {}
     base = tmp / "ref-old"
     outdir.write(base, old)

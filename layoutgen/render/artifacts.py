@@ -20,6 +20,7 @@ from typing import Any
 from layoutgen.cache import private_dir
 from layoutgen.errors import LayoutgenError
 from layoutgen.render import quoting
+from layoutgen.render.endpoints import endpoints_json
 from layoutgen.render.lora import update_units
 from layoutgen.render.units import build, rpc_units
 from layoutgen.solve.plan import to_json, to_text
@@ -128,6 +129,7 @@ def render(v: Validated, spec_name: str, templates: Path | None = None) -> dict[
     except jinja2.TemplateError as exc:
         raise TemplateError(f"{folder}: template error: {exc}") from None
     files[f"{host}/plan.json"] = to_json(v.plan)
+    files[f"{host}/endpoints.json"] = endpoints_json(v, spec_name)
     return {path: _ends_with_newline(text) for path, text in sorted(files.items())}
 
 

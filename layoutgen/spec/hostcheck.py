@@ -171,7 +171,7 @@ def name_per_spec(
     """Name each spec's per-host files after the spec where several specs describe one host.
 
     ``hosts``: spec name -> its ``host.name``.  A host described by one spec
-    keeps ``layout.md`` and ``plan.json``.
+    keeps ``layout.md``, ``plan.json`` and ``endpoints.json``.
     """
     specs_of: dict[str, list[str]] = {}
     for spec in rendered:
@@ -193,6 +193,7 @@ def name_per_spec(
         renamed = {
             f"{host}/layout.md": f"{host}/layout.{stem}.md",
             f"{host}/plan.json": f"{host}/plan.{stem}.json",
+            f"{host}/endpoints.json": f"{host}/endpoints.{stem}.json",
         }
         out[spec] = {renamed.get(p, p): text for p, text in files.items()}
     return out
