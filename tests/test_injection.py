@@ -160,6 +160,48 @@ def _rename_service(old: str) -> Callable[[Any, str], None]:
     return put
 
 
+def _vllm() -> Any:
+    """A vLLM service (tests/test_vllm_plan.py's) with a LoRA adapter and its daily update."""
+    import atexit
+    import shutil
+    import tempfile
+
+    import test_vllm_plan as vllm
+
+    global _VLLM_DIR
+    if _VLLM_DIR is None:
+        _VLLM_DIR = Path(tempfile.mkdtemp(prefix="layoutgen-injection-"))
+        atexit.register(shutil.rmtree, _VLLM_DIR, ignore_errors=True)
+        (_VLLM_DIR / "tiny.yaml").write_text(vllm.PROFILE)
+    data = _load(vllm.spec_text(vllm.CHAT))
+    data["models"]["tiny"]["profile"] = str(_VLLM_DIR / "tiny.yaml")
+    chat = data["services"]["chat"]
+    chat["env"] = {"VLLM_LOGGING_LEVEL": "INFO"}
+    chat["served_model_name"] = "tiny"
+    chat["lora"] = {
+        "max_lora_rank": 16,
+        "adapters": [
+            {
+                "name": "daily",
+                "path": "/srv/lora/daily/current",
+                "update": {"dir": "/srv/lora/daily/runs", "at": "04:00"},
+            }
+        ],
+    }
+    return data
+
+
+_VLLM_DIR: Path | None = None
+
+
+def _adapter(key: str, *, update: bool = False) -> Callable[[Any, str], None]:
+    def put(data: Any, value: str) -> None:
+        adapter = data["services"]["chat"]["lora"]["adapters"][0]
+        (adapter["update"] if update else adapter)[key] = value
+
+    return put
+
+
 #: (case id, base spec, template with {} for the value, how to put it in).
 FIELDS: list[tuple[str, Callable[[], Any], str, Callable[[Any, str], None]]] = [
     ("host.name", _container, "{}", _setter("host", "name")),
@@ -190,6 +232,12 @@ FIELDS: list[tuple[str, Callable[[], Any], str, Callable[[Any, str], None]]] = [
      _setter("host", "gpus", 1, "rpc", "device")),
     ("env_file", lambda: _layout("beelink-cpu-only.yaml"), "/etc/layoutgen/{}.env",
      lambda d, v: d["services"]["gemma4-26b"].__setitem__("api_key", {"env_file": v})),
+    ("vllm.env", _vllm, "{}",
+     lambda d, v: d["services"]["chat"].__setitem__("env", {"VLLM_LOGGING_LEVEL": v})),
+    ("vllm.served_model_name", _vllm, "{}", _setter("services", "chat", "served_model_name")),
+    ("lora.name", _vllm, "{}", _adapter("name")),
+    ("lora.path", _vllm, "/srv/lora/{}/current", _adapter("path")),
+    ("lora.update.dir", _vllm, "/srv/lora/{}/runs", _adapter("dir", update=True)),
 ]  # fmt: skip
 
 
@@ -268,7 +316,7 @@ def _meaning(files: dict[str, str], tmp: Path) -> dict[str, Any]:
             (quadlet_dir / name).write_text(text)
         elif kind == "systemd":
             out[path] = _unit_meaning(parse_unit(text))
-        elif name == "plan.json":
+        elif name.endswith(".json"):  # plan.json, endpoints.json
             out[path] = json.loads(text)
     if any(quadlet_dir.iterdir()):
         result = quadlet_dryrun(quadlet_dir)
