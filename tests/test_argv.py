@@ -73,7 +73,12 @@ def test_argv_pins_every_decision(layout: Path) -> None:
     for sp in v.plan.services:
         argv = " ".join(sp.argv)
         svc = v.spec.services[sp.name]
-        assert re.search(r" -ngl (999|0) ", argv)
+        if v.spec.runtimes[svc.runtime].kind == "vllm":  # its decisions are budget flags
+            for flag in ("--max-model-len", "--max-num-seqs", "--tensor-parallel-size"):
+                assert f" {flag} " in argv
+            assert " --gpu-memory-utilization " in argv
+        else:
+            assert re.search(r" -ngl (999|0) ", argv)
         container = v.spec.runtimes[svc.runtime].image is not None
         # In a container the server listens on the container's interfaces; the host
         # side publishes on 127.0.0.1 (render checks that). Native servers bind 127.0.0.1.
@@ -81,7 +86,8 @@ def test_argv_pins_every_decision(layout: Path) -> None:
         assert f" --host {bind} --port {svc.port}" in argv
         if v.spec.runtimes[svc.runtime].kind == "llama.cpp":
             assert " -fit off " in argv
-        if len(next(r for r in v.services if r.name == sp.name).gpus) > 1:
+        gpus = len(next(r for r in v.services if r.name == sp.name).gpus)
+        if gpus > 1 and v.spec.runtimes[svc.runtime].kind != "vllm":
             assert " -sm layer -ts " in argv
 
 

@@ -588,7 +588,8 @@ def test_gguf_profiles_are_unchanged(tmp_path: Path) -> None:
     """No format key, no dtype: a GGUF profile loads as before and dumps byte for byte."""
     from layoutgen.models.profile import dump_profile
 
-    committed = sorted(Path(__file__).resolve().parents[1].glob("layouts/models/*.yaml"))
+    every = sorted(Path(__file__).resolve().parents[1].glob("layouts/models/*.yaml"))
+    committed = [p for p in every if "\nformat: safetensors\n" not in p.read_text()]
     assert committed
     for path in committed:
         profile = load_profile(path)
@@ -964,3 +965,18 @@ def test_a_llama_cpp_service_on_a_checkpoint_profile_is_refused(tmp_path: Path) 
         and "ik_llama.cpp loads GGUF files" in m
         for m in messages
     ), messages
+
+
+def test_qwen3_next_mtp_layers_apart_count_as_nextn_when_the_config_says_so(
+    tmp_path: Path,
+) -> None:
+    """Qwen3-Next/3.5 keep their MTP layer as mtp.layers.K (not past the decoder); with
+    mtp_num_hidden_layers in config.json it counts as a nextn layer, so a vLLM service
+    can use it for speculative decoding."""
+    tensors = ends(64, 500)
+    for i in range(4):
+        tensors |= attention(f"model.layers.{i}", 4, 2, 64, 64)
+    tensors |= attention("mtp.layers.0", 4, 2, 64, 64)
+    config = dict(QWEN3_NEXT, mtp_num_hidden_layers=1)
+    h = hp(inspect(checkpoint(tmp_path / "Qwen3-Next-mtp", config, tensors)))
+    assert (h["n_layer"], h["nextn_layers"]) == (5, 1)  # 4 decoder layers + the MTP one

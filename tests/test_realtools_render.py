@@ -61,7 +61,8 @@ def test_quadlet_accepts_units_and_runs_the_planned_argv(layout: Path, tmp_path:
             continue
         argv = systemd_argv(result.exec_start(f"{sp.name}.service"))
         assert argv[0].endswith("podman") and argv[1] == "run"
-        assert argv[argv.index(image) + 1 :] == list(sp.argv[1:])
+        words = v.spec.runtimes[v.spec.services[sp.name].runtime].rules().ENTRYPOINT_WORDS
+        assert argv[argv.index(image) + 1 :] == list(sp.argv[words:])  # vllm serve: 2 words
         (generated / f"{sp.name}.service").write_text(
             result.stdout.split(f"---{sp.name}.service---\n", 1)[1].split("\n---", 1)[0] + "\n"
         )
@@ -90,7 +91,8 @@ def test_systemd_units_run_the_planned_argv(layout: Path) -> None:
             assert argv == [runtime.binary, *sp.argv[1:]]
         else:
             assert argv[:2] == ["/usr/bin/podman", "run"]
-            assert argv[argv.index(runtime.image) + 1 :] == list(sp.argv[1:])
+            words = runtime.rules().ENTRYPOINT_WORDS  # the image's entrypoint: vllm serve
+            assert argv[argv.index(runtime.image) + 1 :] == list(sp.argv[words:])
 
 
 def test_shellcheck_is_clean_on_every_script() -> None:
@@ -124,7 +126,49 @@ def _native_units() -> list[tuple[str, str]]:
     return units
 
 
-NATIVE = _native_units()
+def _is_update(path: str) -> bool:
+    return "-lora-" in path
+
+
+UPDATES = [(p, t) for p, t in _native_units() if _is_update(p) and p.endswith(".service")]
+NATIVE = [(p, t) for p, t in _native_units() if not _is_update(p)]
+
+
+@pytest.mark.parametrize(("path", "text"), UPDATES, ids=[p for p, _ in UPDATES])
+def test_lora_update_units_are_sandboxed(path: str, text: str, tmp_path: Path) -> None:
+    """The daily LoRA update runs as the services' user (it writes their adapter link
+    and may read their podman secret), loopback only, on a read-only system but for
+    the link's directory: systemd's "OK" all the same."""
+    unit = tmp_path / Path(path).name
+    unit.write_text(text)
+    exposure, report = systemd_security(unit)
+    assert exposure <= 4.9, report
+    assert "IPAddressDeny=any" in text and "ProtectSystem=strict" in text
+    assert "ReadWritePaths=" in text and "NoNewPrivileges=yes" in text
+    rc, stderr = systemd_verify([unit])
+    assert rc == 0 and not stderr, stderr
+
+
+def test_an_update_with_a_secret_and_a_restart_stays_ok(tmp_path: Path) -> None:
+    """The most open update unit: podman reads the API key, systemd restarts the server."""
+    from layoutgen.render.artifacts import render
+
+    text = (ROOT / "layouts" / "workstation-vllm-lora-seed000.yaml").read_text()
+    text = text.replace('at: "04:00", apply: load}', 'at: "04:00", apply: restart}', 1)
+    text = text.replace("    runtime: vllm\n", "    runtime: vllm\n    api_key: {secret: key}\n", 1)
+    text = text.replace("profile: models/", f"profile: {ROOT}/layouts/models/")
+    assert "apply: restart" in text and "secret: key" in text
+    spec = tmp_path / "open.yaml"
+    spec.write_text(text)
+    files = render(validate_file(spec, "open.yaml"), "open.yaml")
+    (service,) = [
+        t for p, t in files.items() if "/systemd/" in p and _is_update(p) and p.endswith(".service")
+    ]
+    assert "CapabilityBoundingSet" not in service  # podman may need its own
+    unit = tmp_path / "update.service"
+    unit.write_text(service)
+    exposure, report = systemd_security(unit)
+    assert exposure <= 4.9, report
 
 
 def test_examples_render_native_units_of_every_kind() -> None:

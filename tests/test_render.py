@@ -84,7 +84,8 @@ def test_podman_scripts_run_the_planned_argv(layout: Path, tmp_path: Path) -> No
         argv = _script_argv(script, tmp_path)
         assert argv[0] == "run"
         i = argv.index(runtime.image)
-        assert argv[i + 1 :] == list(sp.argv[1:])  # the container command is the plan's argv
+        words = runtime.rules().ENTRYPOINT_WORDS  # the image's entrypoint: vllm serve
+        assert argv[i + 1 :] == list(sp.argv[words:])  # the container command is the plan's argv
         options = argv[1:i]
         bind = "0.0.0.0" if svc.expose else "127.0.0.1"
         assert f"{bind}:{svc.port}:{svc.port}" == options[options.index("--publish") + 1]

@@ -348,5 +348,6 @@ def test_refusal_message_and_estimate() -> None:
 def test_version_tuple() -> None:
     assert version_tuple("0.10.1.1") == (0, 10, 1, 1)
     assert version_tuple("v0.6.4.post1") == (0, 6, 4)
+    assert version_tuple("0.19.2rc1") == (0, 19, 2)  # seed 004: a pre-release keeps its patch
     with pytest.raises(ValueError, match="not a vLLM version"):
         version_tuple("latest")

@@ -392,3 +392,24 @@ def test_same_spec_same_plan(tmp_path: Path) -> None:
     a = to_json(plan(tmp_path, CHAT + CODER).plan)
     b = to_json(plan(tmp_path, CODER + CHAT).plan)
     assert a == b
+
+
+def test_the_ctx_a_refusal_suggests_fits(tmp_path: Path) -> None:
+    """The refusal's "about N tokens fit" must be a ctx that then validates: the room it
+    measures is the fit check's, CUDA graphs outside the budget (vLLM < 0.20) included;
+    and it does not suggest fp8 to a service already on fp8 (seed 004's AEON)."""
+    import re
+
+    layout = ROOT / "layouts" / "vllm-tower-seed004.yaml"
+    text = layout.read_text().replace("profile: models/", f"profile: {ROOT}/layouts/models/")
+    marker = "    ctx: 53248"
+    assert marker in text
+    spec = tmp_path / "tower.yaml"
+    spec.write_text(text.replace(marker, "    ctx: 122880", 1))
+    with pytest.raises(InvalidInput) as exc:
+        validate_file(spec, "tower.yaml")
+    (message,) = [d.message for d in exc.value.diagnostics if "vLLM would refuse" in d.message]
+    assert "kv_cache_dtype: fp8" not in message  # AEON is fp8 already
+    fits = int(re.search(r"write ctx: (\d+) or less", message)[1])
+    spec.write_text(text.replace(marker, f"    ctx: {fits}", 1))
+    validate_file(spec, "tower.yaml")  # the suggestion holds

@@ -58,6 +58,7 @@ _LAYER = re.compile(
     r"(?P<p>" + "|".join(re.escape(p) for p in _PREFIXES) + r")\.layers\."
     r"(?P<n>0|[1-9][0-9]{0,8})\.(?P<rest>.+)\Z"
 )
+_MTP = re.compile(r"mtp\.layers\.(0|[1-9][0-9]{0,3})\.")
 _FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,254}\Z")
 _DIGITS = re.compile(r"([0-9]+)")
 _NAME_MAX = 256
@@ -133,7 +134,9 @@ def _inspect(root: Path) -> Profile:
         )
     prefix = next((p for p in _PREFIXES if any(k[0] == p for k in groups)), None)
     entries = _entries(groups, singles, prefix)
-    hparams = _hparams(root, known, deepest if prefix else (-1, ""))
+    # Qwen3-Next/3.5 keep their MTP layer apart (mtp.layers.K.*), not past the decoder
+    mtp = max((int(m[1]) + 1 for t in singles if (m := _MTP.match(t.name))), default=0)
+    hparams = _hparams(root, known, deepest if prefix else (-1, ""), mtp)
     return Profile(
         name=_name(root),
         arch=known.arch,
@@ -272,14 +275,16 @@ def _natural(name: str) -> tuple[Any, ...]:
     return tuple(int(p) if i % 2 else p for i, p in enumerate(_DIGITS.split(name)))
 
 
-def _hparams(root: Path, known: ConfigFacts, deepest: tuple[int, str]) -> HParams:
+def _hparams(root: Path, known: ConfigFacts, deepest: tuple[int, str], mtp: int = 0) -> HParams:
+    """``mtp``: MTP layers stored under their own prefix (``mtp.layers.K``); they count
+    as nextn layers after the decoder's, as MTP layers past num_hidden_layers do."""
     fields = dict(known.fields)
     layer, tensor = deepest
     where = root / CONFIG
     if known.n_hidden is None:
         n_layer = max(layer + 1, 1)
     else:
-        extra = max(layer + 1 - known.n_hidden, 0)
+        extra = max(layer + 1 - known.n_hidden, min(mtp, known.nextn_max), 0)
         if extra > known.nextn_max:
             raise SafetensorsError(
                 f"{root}: tensor {tensor!r} is in layer {layer}, but {where} says "

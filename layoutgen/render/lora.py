@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from layoutgen.render import quoting
+from layoutgen.render import quoting, sandbox
 from layoutgen.render.argv import UPDATES_DIR, adapter_path
 from layoutgen.spec.checks import DEFAULT_LORA_RANK, lora_base
 from layoutgen.spec.roles import ResolvedService
@@ -129,6 +129,12 @@ def unit_name(service: str, adapter: str) -> str:
     return f"{service}-lora-{adapter}"
 
 
+def _secret(rs: ResolvedService) -> str:
+    """The podman secret holding the server's API key, "" when it has none."""
+    key = rs.service.api_key
+    return key.secret if key is not None and key.secret is not None else ""
+
+
 def update_argv(spec: Spec, rs: ResolvedService, adapter: LoraAdapter) -> list[str]:
     """The one-shot's command line: ``bash -c UPDATE`` and its positional parameters."""
     lora = rs.service.lora
@@ -136,8 +142,7 @@ def update_argv(spec: Spec, rs: ResolvedService, adapter: LoraAdapter) -> list[s
     assert lora is not None and update is not None
     native = spec.runtimes[rs.service.runtime].image is None
     served = update.dir if native else str(UPDATES_DIR / adapter.name)
-    key = rs.service.api_key
-    secret = key.secret if key is not None and key.secret is not None else ""
+    secret = _secret(rs)
     return [
         "/bin/bash", "-c", UPDATE, "lora-update",
         adapter.name, str(PurePosixPath(update.dir)), adapter.path, lora_base(spec, rs),
@@ -171,6 +176,11 @@ def update_units(spec: Spec, rs: ResolvedService) -> list[UpdateUnits]:
                 ("ExecStart", quoting.systemd_line(update_argv(spec, rs, adapter))),
                 ("Restart", "no"),
                 ("TimeoutStartSec", "600s"),
+                *sandbox.updater(
+                    writable=str(PurePosixPath(adapter.path).parent),
+                    podman=_secret(rs) != "",
+                    restart=update.apply == "restart",
+                ),
             ],
         }
         timer = {

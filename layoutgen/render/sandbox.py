@@ -107,3 +107,51 @@ def peer_address(host: str) -> str | None:
         return str(ipaddress.ip_address(host.strip("[]")))
     except ValueError:
         return None
+
+
+def updater(*, writable: str, podman: bool, restart: bool) -> list[tuple[str, str]]:
+    """``[Service]`` keys for a LoRA update one-shot: it reads the adapters, writes one
+    link (``writable``: its directory), talks to the server on loopback, and may ask
+    podman for the API key (``podman``) or systemd for a restart (``restart``).
+
+    Not a dynamic user: the link's directory and the podman secret belong to the
+    user the services run as.  Namespaces, capabilities and ``@privileged`` system
+    calls stay allowed only when podman runs (rootless podman enters its user
+    namespace, and opening its store may mount); systemctl needs only the manager's
+    socket (``AF_UNIX``).
+    """
+    keys: list[tuple[str, str]] = [
+        ("NoNewPrivileges", "yes"),
+        ("ProtectSystem", "strict"),
+        ("ProtectHome", "read-only"),
+        ("ReadWritePaths", writable),
+        ("PrivateTmp", "yes"),
+        ("PrivateDevices", "yes"),
+        ("UMask", "0077"),
+        ("ProtectKernelTunables", "yes"),
+        ("ProtectKernelModules", "yes"),
+        ("ProtectKernelLogs", "yes"),
+        ("ProtectControlGroups", "yes"),
+        ("ProtectClock", "yes"),
+        ("ProtectHostname", "yes"),
+        ("RestrictRealtime", "yes"),
+        ("RestrictSUIDSGID", "yes"),
+        ("LockPersonality", "yes"),
+        ("MemoryDenyWriteExecute", "yes"),
+        ("RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6"),
+        ("SystemCallArchitectures", "native"),
+        ("SystemCallFilter", "@system-service"),
+        ("SystemCallErrorNumber", "EPERM"),
+        ("IPAddressAllow", "localhost"),
+        ("IPAddressDeny", "any"),
+    ]
+    if not podman:
+        keys += [
+            ("CapabilityBoundingSet", ""),
+            ("RestrictNamespaces", "yes"),
+            ("SystemCallFilter", "~@privileged"),
+            ("ProtectProc", "invisible"),
+        ]
+        if not restart:
+            keys.append(("RemoveIPC", "yes"))
+    return keys

@@ -359,8 +359,11 @@ def plan_budget(
     # whole blocks per request, for every request, and the block pool's null block
     # (BlockPool: block 0 is never handed out)
     kv_asked = max_num_seqs * one + slot
-    if room is not None and room - before_kv - slot < one:
-        left = max(room - before_kv - slot, 0)
+    # graphs outside the budget (before 0.20) are still this GPU's memory: the room
+    # for KV is what is left after them too, as the fit check counts them
+    outside = 0 if in_budget else graphs.bytes
+    if room is not None and room - before_kv - outside - slot < one:
+        left = max(room - before_kv - outside - slot, 0)
         raise vm.KvCacheRefused(
             max_model_len, one, left, vm.estimate_max_model_len(model, service, left)
         )

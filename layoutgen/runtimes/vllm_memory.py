@@ -27,6 +27,7 @@ The V0 engine (before 0.8) is covered for the logs that print its terms.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
@@ -73,12 +74,16 @@ class Basis(StrEnum):
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
-    """``0.10.1.1`` -> (0, 10, 1, 1); ``0.6.4.post1`` -> (0, 6, 4)."""
+    """``0.10.1.1`` -> (0, 10, 1, 1); ``0.6.4.post1`` -> (0, 6, 4); ``0.19.2rc1`` ->
+    (0, 19, 2): a pre-release has its release's rules (its number is the one it leads to)."""
     parts: list[int] = []
     for piece in text.lstrip("v").split("."):
-        if not piece.isdigit():
+        digits = re.match(r"[0-9]+", piece)
+        if digits is None:
             break
-        parts.append(int(piece))
+        parts.append(int(digits[0]))
+        if digits.end() < len(piece):  # 2rc1: the number, then nothing after it counts
+            break
     if not parts:
         raise ValueError(f"{text!r} is not a vLLM version: write it as pip shows it (e.g. 0.11.0)")
     return tuple(parts)

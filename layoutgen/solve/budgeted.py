@@ -112,7 +112,13 @@ def service_plan(
             f"and {_mib(exc.available)} is left on the tightest of its GPUs after the "
             "weights, activations, CUDA graphs and the services beside it; about "
             f"{exc.estimated_max_model_len:,} tokens fit: write ctx: "
-            f"{exc.estimated_max_model_len} or less, kv_cache_dtype: fp8, or give it more GPUs",
+            f"{exc.estimated_max_model_len} or less"
+            + (
+                ""
+                if (rs.service.kv_cache_dtype or "auto").startswith("fp8")
+                else ", kv_cache_dtype: fp8"
+            )
+            + ", or give it more GPUs",
         )
     compute = b.activation.bytes + b.non_torch.bytes + b.cudagraph.bytes
     part = Part(
