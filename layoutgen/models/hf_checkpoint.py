@@ -29,7 +29,6 @@ order, shards in name order.
 from __future__ import annotations
 
 import gc
-import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -40,7 +39,12 @@ from pydantic import ValidationError
 from layoutgen.models.hf_hparams import ConfigFacts, facts
 from layoutgen.models.inputs import NotRegularFile, open_regular
 from layoutgen.models.profile import MAX_TENSORS, HParams, ModelFile, Profile
-from layoutgen.models.safetensors_header import MAX_HEADER, SafetensorsError, read_header
+from layoutgen.models.safetensors_header import (
+    MAX_HEADER,
+    SafetensorsError,
+    json_object,
+    read_header,
+)
 from layoutgen.models.tensors import Folded, format_layers
 
 CONFIG = "config.json"
@@ -181,16 +185,7 @@ def _json(root: Path, name: str, limit: int, allowed: tuple[Path, ...]) -> dict[
         data = f.read(limit + 1)
     if len(data) > limit:
         raise SafetensorsError(f"{shown}: larger than the {limit:,} bytes layoutgen reads")
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise SafetensorsError(f"{shown}: not UTF-8 text") from None
-    except RecursionError:
-        raise SafetensorsError(f"{shown}: JSON nested too deeply") from None
-    except ValueError as exc:
-        raise SafetensorsError(f"{shown}: not JSON ({exc})") from None
-    if not isinstance(doc, dict):
-        raise SafetensorsError(f"{shown}: not a JSON object")
+    doc: dict[str, Any] = json_object(shown, data)
     return doc
 
 

@@ -118,17 +118,26 @@ def read_header(path: Path, shown: str | None = None) -> SafetensorsHeader:
     return SafetensorsHeader(path, tensors, size)
 
 
-def _document(where: str, raw: bytes) -> dict[str, Any]:
+def json_object(where: str, raw: bytes, *, what: str = "", noun: str = "a JSON object") -> Any:
+    """``raw`` as a JSON object, or a one-line error naming ``where``: ``what`` leads
+    each complaint ("the header is "), ``noun`` says what the object should be."""
     try:
         doc = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
-        raise SafetensorsError(f"{where}: the header is not UTF-8 text") from None
+        raise SafetensorsError(f"{where}: {what}not UTF-8 text") from None
     except RecursionError:
-        raise SafetensorsError(f"{where}: the header is JSON nested too deeply") from None
+        raise SafetensorsError(f"{where}: {what}JSON nested too deeply") from None
     except ValueError as exc:
-        raise SafetensorsError(f"{where}: the header is not JSON ({exc})") from None
+        raise SafetensorsError(f"{where}: {what}not JSON ({exc})") from None
     if not isinstance(doc, dict):
-        raise SafetensorsError(f"{where}: the header is not a JSON object of tensors")
+        raise SafetensorsError(f"{where}: {what}not {noun}")
+    return doc
+
+
+def _document(where: str, raw: bytes) -> dict[str, Any]:
+    doc: dict[str, Any] = json_object(
+        where, raw, what="the header is ", noun="a JSON object of tensors"
+    )
     meta = doc.pop("__metadata__", None)
     if meta is not None and not (
         isinstance(meta, dict) and all(isinstance(v, str) for v in meta.values())
