@@ -211,3 +211,33 @@ def test_a_native_unit_with_capabilities_and_exposed_stays_ok(tmp_path: Path) ->
     unit.write_text(service)
     exposure, report = systemd_security(unit)
     assert exposure <= 4.9, report
+
+
+def _schedule_units(tmp: Path) -> list[tuple[str, str]]:
+    from layoutgen.render.artifacts import render
+
+    text = (ROOT / "layouts" / "workstation-gpu-cpu-lanes.yaml").read_text()
+    text = text.replace("profile: models/", f"profile: {ROOT}/layouts/models/")
+    text = text.replace("    port: 8001 ", '    schedule: "22:00-06:00"\n    port: 8001 ', 1)
+    spec = tmp / "scheduled.yaml"
+    spec.write_text(text)
+    files = render(validate_file(spec, "scheduled.yaml"), "scheduled.yaml")
+    return [(p, t) for p, t in files.items() if "/systemd/batch-lane-" in p]
+
+
+def test_schedule_units_are_sandboxed(tmp_path: Path) -> None:
+    """A schedule's start/stop one-shots only ask systemd: "OK" as the LoRA updates."""
+    units = _schedule_units(tmp_path)
+    assert len(units) == 4
+    paths = []
+    for path, text in units:
+        unit = tmp_path / Path(path).name
+        unit.write_text(text)
+        paths.append(unit)
+        if path.endswith(".service"):
+            exposure, report = systemd_security(unit)
+            assert exposure <= 4.9, report
+            assert "IPAddressDeny=any" in text and "ProtectSystem=strict" in text
+            assert "ReadWritePaths=" not in text and "NoNewPrivileges=yes" in text
+    rc, stderr = systemd_verify(sorted(paths))
+    assert rc == 0 and not stderr, stderr

@@ -21,7 +21,8 @@ from layoutgen.cache import private_dir
 from layoutgen.errors import LayoutgenError
 from layoutgen.render import quoting
 from layoutgen.render.endpoints import endpoints_json
-from layoutgen.render.lora import update_units
+from layoutgen.render.lora import UpdateUnits, update_units
+from layoutgen.render.schedule import ScheduleUnits, schedule_units
 from layoutgen.render.units import build, rpc_units
 from layoutgen.solve.plan import to_json, to_text
 from layoutgen.spec.validate import Validated
@@ -97,7 +98,11 @@ def render(v: Validated, spec_name: str, templates: Path | None = None) -> dict[
                     ctx
                 )
         for rs in v.services:
-            for upd in update_units(v.spec, rs):
+            plain: list[UpdateUnits | ScheduleUnits] = [
+                *update_units(v.spec, rs),
+                *schedule_units(rs),
+            ]
+            for upd in plain:
                 # quadlet has no timers: plain units beside the .container files too
                 where = [t for t in ("quadlet", "systemd") if t in v.spec.host.targets]
                 if "quadlet" in where and unit_image(v, rs.name) is None:

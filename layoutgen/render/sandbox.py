@@ -109,6 +109,16 @@ def peer_address(host: str) -> str | None:
         return None
 
 
+def scheduler() -> list[tuple[str, str]]:
+    """``[Service]`` keys for a schedule's start/stop one-shot: it only asks systemd
+    (its manager's socket, ``AF_UNIX``) to start or stop a unit; nothing is written."""
+    return [
+        (k, v)
+        for k, v in updater(writable="", podman=False, restart=True)
+        if v or k != "ReadWritePaths"
+    ]
+
+
 def updater(*, writable: str, podman: bool, restart: bool) -> list[tuple[str, str]]:
     """``[Service]`` keys for a LoRA update one-shot: it reads the adapters, writes one
     link (``writable``: its directory), talks to the server on loopback, and may ask

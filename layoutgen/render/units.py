@@ -142,6 +142,8 @@ def at_boot(spec: Spec, name: str, clash: dict[str, set[str]]) -> bool:
     """Whether the service starts at boot (``[Install] WantedBy``): always, unless one
     of the services it conflicts with is marked ``default: true`` and it is not:
     alternatives start one at boot, the others by ``systemctl start NAME``."""
+    if spec.services[name].schedule is not None:
+        return False  # its timers start it (render/schedule.py)
     if spec.services[name].default:
         return True
     return not any(spec.services[o].default for o in clash[name])

@@ -85,6 +85,21 @@ class BudgetPlan:
 
 
 @dataclass(frozen=True)
+class SpeedPlan:
+    """A service's predicted decode speed (layoutgen.speed.plan_speed): one request,
+    at ``depth`` context tokens (ctx per slot / 2), and what it asks of host RAM."""
+
+    decode_tps: float
+    depth: int
+    host_bytes_per_token: float
+    host_demand: float  #: bytes/s read from host RAM at decode_tps
+    efficiency: float
+    efficiency_basis: Literal["given", "prior"]
+    seconds: float  #: one token
+    host_seconds: float  #: the host RAM part of it
+
+
+@dataclass(frozen=True)
 class ServicePlan:
     name: str
     #: runtime buffer name -> its use; GPU buffers are in-container names.
@@ -104,6 +119,8 @@ class ServicePlan:
     moved: dict[str, str] = field(default_factory=dict)
     #: a budgeted runtime's (vLLM's) budget; None for runtimes that place tensors
     budget: BudgetPlan | None = None
+    #: predicted decode speed; a str: why it is not modelled; None: host bandwidth unknown
+    speed: SpeedPlan | str | None = None
 
 
 @dataclass(frozen=True)
@@ -130,6 +147,8 @@ class Plan:
     order: tuple[str, ...] = ()
     #: runtime id -> the rules the plan assumed for it (Runtime.assumed)
     runtimes: Mapping[str, Mapping[str, object]] = field(default_factory=dict)
+    #: where each warning is located in the spec, aligned with ``warnings``
+    warning_paths: tuple[tuple[str | int, ...], ...] = ()
 
     def device(self, device_id: str) -> DevicePlan:
         return next(d for d in self.devices if d.id == device_id)
@@ -168,6 +187,7 @@ def to_json(plan: Plan) -> str:
                 },
                 "argv": list(s.argv),
                 **({"vllm": _budget_json(s.budget)} if s.budget is not None else {}),
+                **({"speed": _speed_json(s.speed)} if isinstance(s.speed, SpeedPlan) else {}),
             }
             for s in plan.services
         },
@@ -175,6 +195,36 @@ def to_json(plan: Plan) -> str:
         "warnings": list(plan.warnings),
     }
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def _speed_json(s: SpeedPlan) -> dict[str, Any]:
+    return {
+        "decode_tps": round(s.decode_tps, 2),
+        "depth": s.depth,
+        "host_bytes_per_token": round(s.host_bytes_per_token),
+        "host_demand": round(s.host_demand),
+        "efficiency": s.efficiency,
+        "efficiency_basis": s.efficiency_basis,
+    }
+
+
+def _speed_text(plan: Plan) -> list[str]:
+    """Each service's predicted decode speed, when the host's bandwidth is known."""
+    rows = [(sp.name, sp.speed) for sp in plan.services if sp.speed is not None]
+    if not rows:
+        return []
+    lines = ["decode speed, one request at depth = ctx per slot / 2 (speed model, DESIGN)"]
+    for name, s in rows:
+        if isinstance(s, str):
+            lines.append(f"  {name:<20} {s}")
+            continue
+        basis = "prior" if s.efficiency_basis == "prior" else "given"
+        lines.append(
+            f"  {name:<20} {s.decode_tps:6.1f} tok/s at depth {s.depth:,}, estimated "
+            f"(η {s.efficiency:g} {basis}); asks host RAM for {s.host_demand / 1e9:,.0f} GB/s "
+            f"({s.host_bytes_per_token / 1e9:,.2f} GB a token)"
+        )
+    return [*lines, ""]
 
 
 def _budget_json(b: BudgetPlan) -> dict[str, Any]:
@@ -320,6 +370,7 @@ def to_text(plan: Plan) -> str:
         for dev_id, names in sp.expert_tensors.items():
             lines.append(f"  {dev_id:<9} {len(names):>3}  single tensors: {', '.join(names)}")
         lines.append("")
+    lines += _speed_text(plan)
     for rid, r in plan.runtimes.items():
         rules = (
             f"build {r['version']}'s rules"

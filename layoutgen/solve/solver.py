@@ -180,11 +180,38 @@ def solve(
             argv = server_argv(spec, by_name[n], placed[n], shares_of[n])
         placed[n] = dataclasses.replace(placed[n], argv=argv)
     devices = _devices(spec, placed, worlds)
+    problems += _speeds(spec, by_name, profiles, placed)
     warnings = tuple(p.message for p in problems)
     services_sorted = tuple(placed[n] for n in sorted(placed))
     used = sorted({by_name[n].service.runtime for n in placed})
     assumed = {rid: spec.runtimes[rid].rules().assumed() for rid in used}
-    return Plan(name, spec.host.name, devices, services_sorted, warnings, tuple(order), assumed)
+    paths = tuple(p.path for p in problems)
+    return Plan(
+        name, spec.host.name, devices, services_sorted, warnings, tuple(order), assumed, paths
+    )
+
+
+def _speeds(
+    spec: Spec,
+    by_name: Mapping[str, ResolvedService],
+    profiles: Mapping[str, Profile],
+    placed: dict[str, ServicePlan],
+) -> list[Problem]:
+    """Each service's predicted decode speed (attached to its plan), and a warning for
+    each pair of services that together ask host RAM for more than it gives."""
+    if spec.host.memory_bandwidth is None and spec.host.cpu.model is None:
+        return []  # nothing to predict with: the speed model is not even imported
+    from layoutgen.spec.checks import conflicting
+    from layoutgen.speed.plan_speed import lanes_warnings, service_speed
+
+    speeds = {}
+    for n, sp in placed.items():
+        found = service_speed(spec, by_name[n], sp, profiles[by_name[n].service.model])
+        if found is not None:
+            placed[n] = dataclasses.replace(sp, speed=found)
+            if not isinstance(found, str):
+                speeds[n] = found
+    return lanes_warnings(spec, speeds, conflicting(spec)) if speeds else []
 
 
 def adapter_bytes(rs: ResolvedService) -> int | Problem:

@@ -33,6 +33,7 @@ from layoutgen.runtimes.base import Runtime as RuntimeRules
 from layoutgen.runtimes.rules import parse_version
 from layoutgen.spec import literals
 from layoutgen.spec.sizes import SIZE_PATTERN, parse_size
+from layoutgen.speed import hardware
 
 SCHEMA_VERSION = 1
 
@@ -54,6 +55,56 @@ Size = Annotated[
         }
     ),
 ]
+
+
+def _bandwidth(value: object) -> int:
+    """Bytes a second: ``460GB/s``, ``460GiB/s``, or a size without ``/s`` (read as a
+    second's worth: ``460GB`` and ``460000000000`` mean the same)."""
+    if isinstance(value, str) and value.rstrip().endswith("/s"):
+        value = value.rstrip()[:-2]
+    return parse_size(value)
+
+
+Bandwidth = Annotated[
+    int,
+    BeforeValidator(_bandwidth),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": SIZE_PATTERN.replace(r")\s*$", r")(/s)?\s*$")},
+            ],
+            "description": "bytes a second, or a size a second: 460GB/s, 1792GB/s, 430GiB/s",
+        }
+    ),
+]
+
+
+def _cpu_model(value: str) -> str:
+    if value not in hardware.CPUS:
+        raise ValueError(
+            f"unknown CPU model {value!r}; known: {', '.join(sorted(hardware.CPUS))} "
+            "(or leave it out and give host.memory_bandwidth)"
+        )
+    return value
+
+
+CpuModel = Annotated[
+    str,
+    AfterValidator(_cpu_model),
+    WithJsonSchema({"type": "string", "enum": sorted(hardware.CPUS)}),
+]
+
+
+def _schedule(value: str) -> str:
+    from layoutgen.speed import contention  # only specs with a schedule pay its import
+
+    try:
+        contention.parse_windows(value)
+    except contention.WindowError as exc:
+        raise ValueError(f'{exc} (several windows: "22:00-06:00, 12:00-13:00"; quoted)') from None
+    return value
+
 
 # Every pattern is used with ``fullmatch``: ``$`` alone would accept a
 # trailing newline, and a name ending in "\n" breaks scripts and units.
@@ -206,6 +257,11 @@ class Cpu(Strict):
             "aarch64 (NEON with dot product)"
         ),
     )
+    model: CpuModel | None = Field(
+        default=None,
+        description="CPU model from layoutgen's table, e.g. 'EPYC 9175F': gives the host "
+        "RAM bandwidth (channels x MT/s x 8 bytes) and FLOPs for the plan's speed estimate",
+    )
 
     @model_validator(mode="after")
     def _threads_cover_cores(self) -> Cpu:
@@ -253,7 +309,16 @@ class Gpu(Strict):
         "what the server may use; ggml-rpc-server cannot advertise it)"
     )
     reserve: Size = Field(description="memory layoutgen must leave free (display, other users)")
-    name: Text | None = Field(default=None, description="model name, for people")
+    name: Text | None = Field(
+        default=None,
+        description="model name as NVML reports it; a name from layoutgen's GPU table "
+        "(e.g. 'NVIDIA RTX PRO 6000 Blackwell Max-Q Workstation Edition') gives its bandwidth",
+    )
+    bandwidth: Bandwidth | None = Field(
+        default=None,
+        description="peak memory bandwidth, e.g. 1792GB/s; default: from the GPU table by "
+        "'name'; used only for the plan's speed estimate",
+    )
     uuid: GpuUuid | None = Field(
         default=None,
         description="NVML UUID of a local GPU (layoutgen probe prints it): the rendered "
@@ -299,6 +364,19 @@ class Host(Strict):
         default=None,
         description="podman version on the host (podman --version), e.g. '5.4'; decides "
         "which quadlet keys are rendered; needed for quadlet units of container services",
+    )
+    memory_bandwidth: Bandwidth | None = Field(
+        default=None,
+        description="peak host RAM bandwidth, e.g. 614GB/s (12 x DDR5-6400 x 8 bytes); "
+        "default: from cpu.model; with it the plan estimates decode speed",
+    )
+    efficiency: float | None = Field(
+        default=None,
+        gt=0,
+        le=2,
+        allow_inf_nan=False,
+        description="the machine's fitted memory efficiency (effective / peak bandwidth, "
+        "every memory); default a prior, 0.37: the median of the fitted machines",
     )
     targets: tuple[Target, ...] = Field(
         default=TARGETS,
@@ -863,6 +941,12 @@ class Service(Strict):
         default=None,
         description="among services that conflict, the one started at boot (only it "
         "is WantedBy); the others start by hand: systemctl start NAME",
+    )
+    schedule: Annotated[Text, AfterValidator(_schedule)] | None = Field(
+        default=None,
+        description='daily windows the service runs in, e.g. "22:00-06:00" or '
+        '"22:00-06:00, 12:00-13:00": timers start and stop it (it is not started at '
+        "boot), and the plan counts it against host RAM bandwidth only then",
     )
 
 

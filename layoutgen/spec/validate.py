@@ -68,9 +68,10 @@ def validate_document(doc: source.Document) -> Validated:
     units, unrenderable = _render_checks(spec, plan, services)
     if unrenderable:
         raise InvalidInput(diagnostics + [doc.diagnostic(p) for p in unrenderable])
+    paths = plan.warning_paths or (("host", "cpu", "threads"),) * len(plan.warnings)
     located = [
-        doc.diagnostic(Problem(("host", "cpu", "threads"), w, Severity.WARNING))
-        for w in plan.warnings
+        doc.diagnostic(Problem(where, w, Severity.WARNING))
+        for where, w in zip(paths, plan.warnings, strict=True)
     ]
     warnings = tuple(sorted(diagnostics + located))
     return Validated(doc, spec, services, profiles, warnings, plan, units)

@@ -234,3 +234,24 @@ def cpu(name: str) -> CpuFacts:
 def ddr_bandwidth(channels: int, mts: int) -> float:
     """Peak bytes/s of CHANNELS 64-bit channels at MTS mega-transfers per second."""
     return channels * mts * 1e6 * 8
+
+
+#: words a GPU's marketing or NVML name adds to its table name without changing its
+#: memory system: the vendor, the consumer brand, and the RTX PRO 6000's editions
+#: (the Workstation and Max-Q editions share it; the Server edition is not dropped)
+_NAME_NOISE = frozenset({"nvidia", "geforce", "max-q", "workstation", "edition"})
+
+
+def gpu_by_name(name: str) -> GpuFacts | None:
+    """The table entry a GPU's NAME (as NVML or a person writes it) stands for, or None.
+
+    The rule: drop the words in ``_NAME_NOISE`` (case-insensitive), and the rest must
+    equal a table name word for word, case-insensitively. "NVIDIA RTX PRO 6000 Blackwell
+    Max-Q Workstation Edition" is "RTX PRO 6000 Blackwell"; "NVIDIA GeForce RTX 4090" is
+    "RTX 4090"; "NVIDIA GeForce RTX 4080 SUPER" is nothing (a different card): no guess.
+    """
+    words = [w for w in name.lower().split() if w not in _NAME_NOISE]
+    for key, facts in GPUS.items():
+        if key.lower().split() == words:
+            return facts
+    return None
