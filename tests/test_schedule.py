@@ -94,3 +94,20 @@ def test_schedule_units_pass_systemd_analyze(tmp_path: Path) -> None:
     for action in ("start", "stop"):
         exposure, report = systemd_security(tmp_path / f"batch-lane-{action}.service")
         assert exposure <= 4.9, report
+
+
+def test_a_service_named_like_a_schedule_unit_is_refused(tmp_path: Path) -> None:
+    """batch-lane's schedule brings batch-lane-start.service; a service of that name
+    would share its unit file."""
+    path = _spec(tmp_path, '"22:00-06:00"')
+    text = path.read_text()
+    assert "\n  interactive:\n" in text
+    path.write_text(text.replace("\n  interactive:\n", "\n  batch-lane-start:\n", 1))
+    with pytest.raises(InvalidInput) as exc:
+        validate_file(path)
+    messages = [d.message for d in exc.value.diagnostics]
+    assert any(
+        m.startswith("services.batch-lane.schedule: brings the unit batch-lane-start.service")
+        and "rename one of them" in m
+        for m in messages
+    ), messages

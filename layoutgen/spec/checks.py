@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from layoutgen import runtimes
-from layoutgen.errors import Problem, Severity
+from layoutgen.errors import Problem, Severity, SpecPath
 from layoutgen.runtimes.base import Runtime
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import (
@@ -106,7 +106,36 @@ def check(spec: Spec, services: tuple[ResolvedService, ...]) -> list[Problem]:
         *_lora(spec, services),
         *_speculative(spec, services),
         *_defaults(spec),
+        *_unit_names(spec),
     ]
+
+
+def _unit_names(spec: Spec) -> Iterator[Problem]:
+    """A service named like a unit layoutgen generates for another one (its schedule's
+    ``-start``/``-stop`` one-shots, a LoRA update's ``-lora-<adapter>``) would share
+    that unit's file: refused at the service that brings the generated unit."""
+    generated: dict[str, SpecPath] = {}
+    for name, svc in sorted(spec.services.items()):
+        if svc.schedule is not None:
+            generated[f"{name}-start"] = ("services", name, "schedule")
+            generated[f"{name}-stop"] = ("services", name, "schedule")
+        for i, adapter in enumerate(() if svc.lora is None else svc.lora.adapters):
+            if adapter.update is not None:
+                generated[f"{name}-lora-{adapter.name}"] = (
+                    "services",
+                    name,
+                    "lora",
+                    "adapters",
+                    i,
+                    "update",
+                )
+    for unit, where in sorted(generated.items()):
+        if unit in spec.services:
+            yield Problem(
+                where,
+                f"{'.'.join(str(p) for p in where)}: brings the unit {unit}.service, and "
+                f"service {unit!r} has that name too; rename one of them",
+            )
 
 
 def _kind(spec: Spec, rs: ResolvedService) -> Runtime | None:
