@@ -111,3 +111,26 @@ def test_a_service_named_like_a_schedule_unit_is_refused(tmp_path: Path) -> None
         and "rename one of them" in m
         for m in messages
     ), messages
+
+
+def test_a_unit_placed_after_a_scheduled_one_never_pulls_it_in(tmp_path: Path) -> None:
+    """Services sharing a GPU start in the solver's order, each wanting the one before
+    it; a scheduled one before it is only ordered after (After=), or starting the
+    later service would start the scheduled one outside its windows."""
+    from specs import VALID, write
+
+    plain = validate_file(write(tmp_path, VALID, "plain.yaml"), "plain.yaml")
+    first, later = plain.plan.order[0], plain.plan.order[1]
+    unit = render(plain, "plain.yaml")[f"compute/systemd/{later}.service"]
+    wants = next(line for line in unit.splitlines() if line.startswith("Wants="))
+    assert f"{first}.service" in wants  # unscheduled: pulled in
+
+    text = VALID.replace(f"  {first}:\n", f'  {first}:\n    schedule: "22:00-06:00"\n', 1)
+    v = validate_file(write(tmp_path, text, "scheduled.yaml"), "scheduled.yaml")
+    assert v.plan.order[:2] == plain.plan.order[:2]
+    unit = render(v, "scheduled.yaml")[f"compute/systemd/{later}.service"]
+    wants = next(line for line in unit.splitlines() if line.startswith("Wants="))
+    assert f"{first}.service" not in wants
+    assert any(
+        line.startswith("After=") and f"{first}.service" in line for line in unit.splitlines()
+    )

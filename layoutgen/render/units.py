@@ -109,9 +109,13 @@ def build(spec: Spec, plan: Plan, services: tuple[ResolvedService, ...]) -> list
     rpc_here = {g.id for g in spec.host.gpus if g.rpc is not None and _serves(spec, g.rpc)}
     rank = {name: i for i, name in enumerate(plan.order)}
     units = []
+    # a scheduled service runs in its windows only: units placed after it order
+    # themselves after it (After=) but never pull it in (no Wants=)
+    scheduled = {n for n, svc in spec.services.items() if svc.schedule is not None}
     for sp in plan.services:
         rs = by_name[sp.name]
-        wants = [f"{n}.service" for n in after[sp.name]]
+        wants = [f"{n}.service" for n in after[sp.name] if n not in scheduled]
+        ordered = [f"{n}.service" for n in after[sp.name] if n in scheduled]
         wants += [f"{rpc_unit_name(g)}.service" for g in sorted(rpc_here & set(rs.gpus))]
         others = sorted(clash[sp.name], key=lambda n: (rank.get(n, len(rank)), n))
         # Conflicts= both ways; After= one way only (the later in the solver's
@@ -121,7 +125,7 @@ def build(spec: Spec, plan: Plan, services: tuple[ResolvedService, ...]) -> list
         deps = _Deps(
             wants,
             [f"{n}.service" for n in others],
-            [f"{n}.service" for n in earlier],
+            [f"{n}.service" for n in earlier] + ordered,
             at_boot(spec, sp.name, clash),
         )
         units.append(_unit(spec, rs, sp, deps))
