@@ -11,7 +11,7 @@ import pytest
 
 from layoutgen.solve.plan import SpeedPlan, to_json, to_text
 from layoutgen.spec.validate import validate_file
-from layoutgen.speed import cases, hardware, model, plan_speed
+from layoutgen.speed import cases, hardware, heat, model, plan_speed
 
 from conftest import ROOT
 
@@ -227,3 +227,193 @@ def test_services_that_conflict_are_never_a_pair(tmp_path: Path) -> None:
     )
     assert "conflicts: [interactive]" in text
     assert _lane_warnings(_write(tmp_path, text, "c.yaml")) == []
+
+
+# --- the next GiB of VRAM -----------------------------------------------------------------
+
+MOE_TINY = ROOT / "tests" / "cases" / "speed" / "moe-tiny.yaml"
+EXPERT = 629145600  # one moe-tiny expert tensor: f16 1024 x 4800 x 64, 600 MiB
+
+MOE = f"""\
+host:
+  name: tiny
+  cpu: {{cores: 16, threads: 32}}
+  ram: 64GiB
+  ram_reserve: 8GiB
+  memory_bandwidth: 100GB/s
+  efficiency: 0.5
+  podman: "5.4"
+  gpus:
+    - {{id: gpu0, index: 0, vram: 24GiB, reserve: 512MiB, bandwidth: 1000GB/s}}
+models:
+  moe:
+    path: /mnt/data/models/moe/moe.gguf
+    profile: {MOE_TINY}
+  tiny:
+    path: /mnt/data/models/tiny/tiny.gguf
+    profile: {TINY}
+runtimes:
+  llama:
+    kind: llama.cpp
+    image: ghcr.io/ggml-org/llama.cpp:server
+services:
+  boss:
+    model: moe
+    runtime: llama
+    role: orchestrator
+    gpus: [gpu0]
+    experts: host
+    port: 8000
+    ctx: 4096
+    parallel: 1
+    threads: 8
+  lane:
+    model: tiny
+    runtime: llama
+    role: worker
+    gpus: [gpu0]
+    port: 8001
+    ctx: 4096
+    parallel: 1
+    threads: 8
+"""
+ONE_ON_GPU = "{mode: explicit, layers: {}, tensors: {gpu0: [blk.0.ffn_down_exps]}}"
+
+
+def test_next_gib_gain_by_hand_and_from_the_model(tmp_path: Path) -> None:
+    v = validate_file(_write(tmp_path, MOE))
+    sp = v.plan.service("boss")
+    s = sp.speed
+    assert isinstance(s, SpeedPlan)
+    (x,) = s.marginal
+    # 600 MiB fits in a GiB, two (1,200 MiB) do not: one tensor, layer 0's first by name
+    assert (x.gpu, x.bytes, x.tensors) == ("gpu0", EXPERT, ("blk.0.ffn_down_exps.weight",))
+    # a token reads 2/64 of it: from host RAM at 0.5 x 100 GB/s, then from gpu0 at 0.5 x
+    # 1000 GB/s; no compute floor (no CPU model, no GPU name), the hops stay (layer 0's
+    # gate and up are still on the host)
+    saved = EXPERT * 2 / 64 * (1 / 50e9 - 1 / 500e9)
+    t = 1 / s.decode_tps
+    assert x.gain_tps == pytest.approx(1 / (t - saved) - 1 / t, rel=1e-9)
+    # and decode() before and after moving the tensor by hand on the Workload
+    rt = v.spec.runtimes["llama"].rules()
+    w = plan_speed.workload(sp, v.profiles["moe"], rt, 4096)
+    m = plan_speed.machine(v.spec, v.services[0])
+    assert isinstance(m, model.Machine)
+    chunks = tuple(
+        model.Chunk("gpu0", c.layer, c.nbytes, c.params, True, c.name)
+        if (c.layer, c.name, c.device) == (0, "ffn_down_exps", model.HOST)
+        else c
+        for c in w.chunks
+    )
+    after = model.decode(m, model.Workload(chunks, 64, 2, w.kv_per_token, w.heat), 2048).tps
+    assert x.gain_tps == pytest.approx(after - model.decode(m, w, 2048).tps, rel=1e-12)
+    # no GPU experts: nothing to give back
+    assert s.give_back == ()
+
+
+def test_give_back_undoes_the_next_gib(tmp_path: Path) -> None:
+    """With blk.0.ffn_down_exps on gpu0, giving back its only expert tensor is the all-host
+    layout: the t/s lost is the t/s the next GiB gains there."""
+    host = _speed(_write(tmp_path, MOE), "boss")
+    one = _speed(_write(tmp_path, MOE.replace("experts: host", f"experts: {ONE_ON_GPU}")), "boss")
+    (back,) = one.give_back
+    assert (back.gpu, back.bytes, back.tensors) == (
+        "gpu0",
+        EXPERT,
+        ("blk.0.ffn_down_exps.weight",),
+    )
+    assert back.gain_tps == pytest.approx(-host.marginal[0].gain_tps, rel=1e-9)
+    assert one.decode_tps - host.decode_tps == pytest.approx(-back.gain_tps, rel=1e-9)
+    # the next GiB there moves the next tensor of layer 0 (gate: by name after down)
+    assert one.marginal[0].tensors == ("blk.0.ffn_gate_exps.weight",)
+
+
+def test_give_back_frees_at_least_a_gib_coldest_first() -> None:
+    m = model.Machine("m", (model.Memory(model.HOST, 100e9, 1e18), model.Memory("g", 1e12, 1e18)))
+    chunks = [model.Chunk("g", 0, 1e9, 1e9)]
+    chunks += [
+        model.Chunk(dev, i, 0.6 * 2**30, 1e9, routed=True, name="ffn_up_exps")
+        for dev, i in (("g", 1), ("g", 2), ("g", 3), (model.HOST, 4))
+    ]
+    w = model.Workload(tuple(chunks), 8, 8, (), heat.HeatProfile({1: 2.0, 2: 0.5}))
+    back = model.give_back(m, w, 0, "g")
+    assert back is not None
+    # layer 2 (coldest), then 3 (heat 1.0): 1.2 GiB >= 1 GiB; layer 1 (hottest) stays
+    assert back.tensors == ("blk.2.ffn_up_exps", "blk.3.ffn_up_exps")
+    assert back.nbytes == pytest.approx(1.2 * 2**30) and back.gain_tps < 0
+    gain = model.next_gib(m, w, 0, "g")
+    assert gain is not None and gain.tensors == ("blk.4.ffn_up_exps",)
+
+
+def test_next_gib_moves_the_smallest_tensor_when_none_fits() -> None:
+    m = model.Machine("m", (model.Memory(model.HOST, 100e9, 1e18), model.Memory("g", 1e12, 1e18)))
+    chunks = [model.Chunk("g", 0, 1e9, 1e9)]
+    chunks += [
+        model.Chunk(model.HOST, i, size, 1e9, routed=True, name="ffn_up_exps")
+        for i, size in ((1, 1.5 * 2**30), (2, 1225 * 2**20))
+    ]
+    w = model.Workload(tuple(chunks), 8, 8)
+    assert model.marginal_gb(m, w, 0, "g", budget=2**30) == (0.0, ())
+    x = model.next_gib(m, w, 0, "g")
+    assert x is not None
+    assert (x.tensors, x.nbytes) == (("blk.2.ffn_up_exps",), 1225 * 2**20)
+    assert x.gain_tps > 0
+
+
+def test_plan_prints_the_next_gib_and_a_gib_of_each_service_sharing_the_gpu(
+    tmp_path: Path,
+) -> None:
+    v = validate_file(_write(tmp_path, MOE.replace("experts: host", f"experts: {ONE_ON_GPU}")))
+    s = v.plan.service("boss").speed
+    assert isinstance(s, SpeedPlan)
+    gain, loss = s.marginal[0].gain_tps, s.give_back[0].gain_tps
+    text = to_text(v.plan)
+    assert (
+        f"    next GiB on gpu0: {gain:+.2f} tok/s (blk.0.ffn_gate_exps, 600 MiB); "
+        f"giving back: {loss:+.2f} tok/s (blk.0.ffn_down_exps, 600 MiB)\n"
+    ) in text
+    assert f"    a GiB from lane on gpu0 would give boss {gain:+.2f} tok/s\n" in text
+    assert text.count("would give") == 1  # lane keeps no experts in host RAM
+    doc = json.loads(to_json(v.plan))["services"]
+    speed = doc["boss"]["speed"]
+    assert speed["marginal"] == [
+        {
+            "gpu": "gpu0",
+            "gain_tps": round(gain, 3),
+            "bytes": EXPERT,
+            "tensors": ["blk.0.ffn_gate_exps.weight"],
+        }
+    ]
+    assert set(speed["give_back"][0]) == {"gpu", "gain_tps", "bytes", "tensors"}
+    assert speed["give_back"][0]["gain_tps"] == round(loss, 3) < 0
+    assert "marginal" not in doc["lane"]["speed"] and "give_back" not in doc["lane"]["speed"]
+
+
+def test_without_bandwidths_no_marginal_is_said(tmp_path: Path) -> None:
+    text = MOE.replace("  memory_bandwidth: 100GB/s\n", "")
+    v = validate_file(_write(tmp_path, text))
+    assert v.plan.service("boss").speed is None
+    out = to_text(v.plan)
+    assert "next GiB" not in out and "would give" not in out
+    assert "speed" not in json.loads(to_json(v.plan))["services"]["boss"]
+    # a GPU without a bandwidth: the speed is not modelled, and no marginal either
+    text = MOE.replace(", bandwidth: 1000GB/s", "")
+    v = validate_file(_write(tmp_path, text))
+    assert isinstance(v.plan.service("boss").speed, str)
+    assert "next GiB" not in to_text(v.plan)
+
+
+def test_seed001_next_gib_is_the_smallest_glm_tensor(tmp_path: Path) -> None:
+    v = validate_file(_seed001(tmp_path))
+    s = v.plan.service("grandpa").speed
+    assert isinstance(s, SpeedPlan)
+    assert [x.gpu for x in s.marginal] == ["gpu0", "gpu1"]
+    for x in s.marginal:
+        # no GLM-5.1 expert tensor fits in a GiB: the smallest moves (1,225 MiB), from
+        # blk.15, the hottest host layer (head 3-14 are on gpu0)
+        assert x.bytes == 1225 * 2**20 and x.tensors[0].startswith("blk.15.")
+        assert x.gain_tps > 0
+    back = {x.gpu: x for x in s.give_back}
+    assert back["gpu0"].tensors[0].startswith("blk.14.")  # the coldest head layer
+    assert back["gpu1"].tensors[0].startswith("blk.77.")
+    assert "(no expert tensor fits in a GiB; the smallest: blk.15.ffn_" in to_text(v.plan)

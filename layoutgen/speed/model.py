@@ -266,6 +266,82 @@ def fit(
     return Fit(eta, slope, rows)
 
 
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Move:
+    """Routed-expert tensors moved between host RAM and GPU ``gpu``, and what decode t/s
+    does: ``gain_tps`` = after - before (negative when the GPU gives them back)."""
+
+    gpu: str
+    gain_tps: float
+    nbytes: float
+    tensors: tuple[str, ...]
+
+
+def _chunk_name(c: Chunk) -> str:
+    return f"blk.{c.layer}.{c.name}"
+
+
+def delta_tps(
+    m: Machine, w: Workload, depth: int, picked: Sequence[Chunk], to: str, k: Constants = DEFAULT
+) -> float:
+    """Decode t/s after - before moving the chunks PICKED (members of ``w.chunks``) to TO."""
+    ids = {id(c) for c in picked}
+    chunks = tuple(replace(c, device=to) if id(c) in ids else c for c in w.chunks)
+    return decode(m, replace(w, chunks=chunks), depth, k).tps - decode(m, w, depth, k).tps
+
+
+def _hottest_that_fit(w: Workload, budget: float) -> list[Chunk]:
+    host = [c for c in w.chunks if c.device == HOST and c.routed]
+    # per byte moved a tensor saves (1/bw_host - 1/bw_gpu) x k/n x heat: hottest first
+    host.sort(key=lambda c: (-w.heat.of(c.layer), c.nbytes, c.layer, c.name))
+    picked: list[Chunk] = []
+    left = budget
+    for c in host:
+        if c.nbytes <= left:
+            picked.append(c)
+            left -= c.nbytes
+    return picked
+
+
+def next_gib(
+    m: Machine, w: Workload, depth: int, gpu: str, budget: float = GIB, k: Constants = DEFAULT
+) -> Move | None:
+    """BUDGET more bytes on GPU: the hottest host expert tensors that fit in it move there
+    (:func:`marginal_gb`); where none fits (GLM-5.1's smallest is 1225 MiB), the smallest
+    one (the hottest of those) moves, and ``nbytes`` says how much more that takes.
+    None without routed experts in host RAM."""
+    host = [c for c in w.chunks if c.device == HOST and c.routed]
+    if not host:
+        return None
+    picked = _hottest_that_fit(w, budget) or [
+        min(host, key=lambda c: (c.nbytes, -w.heat.of(c.layer), c.layer, c.name))
+    ]
+    gain = delta_tps(m, w, depth, picked, gpu, k)
+    return Move(gpu, gain, sum(c.nbytes for c in picked), tuple(map(_chunk_name, picked)))
+
+
+def give_back(
+    m: Machine, w: Workload, depth: int, gpu: str, budget: float = GIB, k: Constants = DEFAULT
+) -> Move | None:
+    """GPU gives BUDGET bytes back: its coldest expert tensors (coldest, then smallest)
+    move to host RAM until at least BUDGET is free; ``gain_tps`` is negative. None
+    without routed experts on GPU."""
+    on = [c for c in w.chunks if c.device == gpu and c.routed]
+    on.sort(key=lambda c: (w.heat.of(c.layer), c.nbytes, -c.layer, c.name))
+    picked: list[Chunk] = []
+    for c in on:
+        if sum(x.nbytes for x in picked) >= budget:
+            break
+        picked.append(c)
+    if not picked:
+        return None
+    loss = delta_tps(m, w, depth, picked, HOST, k)
+    return Move(gpu, loss, sum(c.nbytes for c in picked), tuple(map(_chunk_name, picked)))
+
+
 def marginal_gb(
     m: Machine,
     w: Workload,
@@ -278,20 +354,9 @@ def marginal_gb(
 
     Tensors are taken hottest first (heat x bytes saved per token), each only if it still
     fits; returns (t/s gained, names moved). Nothing fits (GLM-5.1's smallest expert
-    tensor is 1225 MiB > 1 GB): (0.0, ()).
+    tensor is 1225 MiB > 1 GB): (0.0, ()); :func:`next_gib` moves the smallest then.
     """
-    before = decode(m, w, depth, k).tps
-    host = [c for c in w.chunks if c.device == HOST and c.routed]
-    host.sort(key=lambda c: (-w.heat.of(c.layer), c.nbytes, c.layer, c.name))
-    moved: list[Chunk] = []
-    left = budget
-    for c in host:
-        if c.nbytes <= left:
-            moved.append(c)
-            left -= c.nbytes
-    if not moved:
+    picked = _hottest_that_fit(w, budget)
+    if not picked:
         return 0.0, ()
-    ids = {id(c) for c in moved}
-    chunks = tuple(replace(c, device=gpu) if id(c) in ids else c for c in w.chunks)
-    after = decode(m, replace(w, chunks=chunks), depth, k).tps
-    return after - before, tuple(f"blk.{c.layer}.{c.name}" for c in moved)
+    return delta_tps(m, w, depth, picked, gpu, k), tuple(map(_chunk_name, picked))

@@ -12,6 +12,11 @@ module builds the :class:`~layoutgen.speed.model.Workload` the speed model reads
   the architecture's heat prior (heat.prior: uniform but for glm-dsa);
 - KV bytes per context token per device: each buffer's KV over the service's context.
 
+A service with routed experts in host RAM also gets, per GPU, the decode t/s of the next
+GiB of VRAM there (model.next_gib: the hottest host expert tensors that fit, or the
+smallest one when none does) and of a GiB given back (model.give_back: the GPU's coldest
+expert tensors to host RAM), each at the same depth.
+
 The machine comes from the spec: host RAM's peak from ``host.memory_bandwidth``, else
 ``host.cpu.model``'s platform (channels x MT/s x 8); each GPU's from its ``bandwidth``,
 else the GPU table by ``name`` (hardware.gpu_by_name).  Without a host bandwidth, or a
@@ -29,11 +34,21 @@ from layoutgen.errors import Problem, Severity
 from layoutgen.models.profile import Profile
 from layoutgen.runtimes.base import Runtime
 from layoutgen.solve.placement import expert_kind, loaded
-from layoutgen.solve.plan import ServicePlan, SpeedPlan
+from layoutgen.solve.plan import Marginal, ServicePlan, SpeedPlan
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import Spec
 from layoutgen.speed import contention, hardware, heat
-from layoutgen.speed.model import HOST, Chunk, Machine, Memory, Workload, decode
+from layoutgen.speed.model import (
+    HOST,
+    Chunk,
+    Machine,
+    Memory,
+    Move,
+    Workload,
+    decode,
+    give_back,
+    next_gib,
+)
 
 #: The efficiency a machine gets without ``host.efficiency``: the median, rounded, of
 #: the six machines fitted in tests/speed_data (0.23-0.60; tests/test_plan_speed.py
@@ -112,7 +127,7 @@ def workload(sp: ServicePlan, profile: Profile, rt: Runtime, ctx: int) -> Worklo
             dev = last
         params = float(math.prod(t.shape))
         layer = t.layer if t.layer is not None else (layers[-1] + 1 if layers else 0)
-        kind = found[1] if found is not None else ""
+        kind = f"ffn_{found[1]}_exps" if found is not None else ""
         chunks.append(Chunk(dev, layer, float(t.nbytes), params, found is not None, kind))
     kv: dict[str, float] = {}
     for buf, part in sp.buffers.items():
@@ -145,7 +160,18 @@ def service_speed(
     rt = spec.runtimes[rs.service.runtime].rules()
     ctx = rs.service.ctx or (profile.hparams.n_ctx_train or 0)
     depth = ctx // max(rs.parallel, 1) // 2
-    b = decode(m, workload(sp, profile, rt, ctx), depth)
+    w = workload(sp, profile, rt, ctx)
+    b = decode(m, w, depth)
+    marginal: list[Marginal] = []
+    back: list[Marginal] = []
+    if any(c.routed and c.device == HOST for c in w.chunks):
+        for gpu in m.gpus:
+            for found, out in (
+                (next_gib(m, w, depth, gpu.name), marginal),
+                (give_back(m, w, depth, gpu.name), back),
+            ):
+                if found is not None:
+                    out.append(_marginal(found))
     host_bytes = b.device_bytes.get(HOST, 0.0)
     eta, basis = efficiency(spec)
     return SpeedPlan(
@@ -157,7 +183,14 @@ def service_speed(
         efficiency_basis=basis,
         seconds=b.seconds,
         host_seconds=b.device_seconds.get(HOST, 0.0),
+        marginal=tuple(marginal),
+        give_back=tuple(back),
     )
+
+
+def _marginal(x: Move) -> Marginal:
+    """The plan's form: GGUF tensor names (blk.N.ffn_K_exps.weight), integer bytes."""
+    return Marginal(x.gpu, x.gain_tps, round(x.nbytes), tuple(f"{t}.weight" for t in x.tensors))
 
 
 def lanes_warnings(
