@@ -94,6 +94,7 @@ def server_argv(
     if rs.reasoning is False:
         argv += rt.reasoning_off()
     argv += _llama_lora(spec, rs)
+    argv += _draft(spec, rs, plan)
     argv += ["--host", _bind(spec, rs), "--port", str(svc.port)]
     key = svc.api_key
     if key is not None and (key.secret is not None or key.file is not None):
@@ -101,6 +102,45 @@ def server_argv(
         argv += ["--api-key-file", API_KEY_PATH if inside else str(key.file)]
     argv += list(svc.args)
     return tuple(argv)
+
+
+def _draft(spec: Spec, rs: ResolvedService, plan: ServicePlan) -> list[str]:
+    """A draft model pinned as the plan places it, with llama.cpp 11434's flags
+    (common/arg.cpp): ``-md`` (``--spec-draft-model``, 4265-4272), every layer on
+    GPUs: ``-ngld 999`` (``--spec-draft-ngl``, 4246-4264; as the target's ``-ngl
+    999``), the draft's GPUs by device name: ``-devd CUDA0,...``
+    (``--spec-draft-device``, 4237-4244, parse_device_list as ``-dev``),
+    ``-ctkd``/``-ctvd`` (``--spec-draft-type-k``/``-v``, 4099-4124; default f16,
+    common.h:346-347) when not f16, ``--spec-draft-n-max N`` (4149-4158) when given."""
+    draft = rs.service.draft
+    if draft is None:
+        return []
+    path = PurePosixPath(spec.models[draft.model].path)
+    inside = spec.runtimes[rs.service.runtime].image is not None
+    out = ["-md", str(MODELS_DIR / draft.model / path.name) if inside else str(path)]
+    wanted = set(draft.gpus if draft.gpus is not None else rs.gpus)
+    # in device order: the buffer names (CUDA0, CUDA1, ...) are the device names
+    names = sorted(
+        (b for b, g in plan.device_of.items() if g in wanted and b.startswith("CUDA")),
+        key=lambda b: (len(b), b),
+    )
+    out += ["-ngld", "999", "-devd", ",".join(names)]
+    if draft.cache_type_k not in (None, "f16"):
+        out += ["-ctkd", draft.cache_type_k]
+    if draft.cache_type_v not in (None, "f16"):
+        out += ["-ctvd", draft.cache_type_v]
+    if draft.max_tokens is not None:
+        out += ["--spec-draft-n-max", str(draft.max_tokens)]
+    return out
+
+
+def draft_mounts(spec: Spec, rs: ResolvedService) -> list[str]:
+    """podman volume (read-only) for the draft model's directory, as the model's."""
+    draft = rs.service.draft
+    if draft is None or spec.runtimes[rs.service.runtime].image is None:
+        return []
+    path = PurePosixPath(spec.models[draft.model].path)
+    return [f"{path.parent}:{MODELS_DIR / draft.model}:ro,z"]
 
 
 def adapter_path(spec: Spec, rs: ResolvedService, name: str, host_path: str) -> str:

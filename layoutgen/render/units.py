@@ -19,7 +19,13 @@ from pathlib import PurePosixPath
 
 from layoutgen.errors import LayoutgenError
 from layoutgen.render import quoting, sandbox
-from layoutgen.render.argv import API_KEY_PATH, MODELS_DIR, adapter_mounts, rpc_devices
+from layoutgen.render.argv import (
+    API_KEY_PATH,
+    MODELS_DIR,
+    adapter_mounts,
+    draft_mounts,
+    rpc_devices,
+)
 from layoutgen.runtimes.base import Runtime
 from layoutgen.solve.plan import Plan, ServicePlan
 from layoutgen.spec.checks import LOOPBACK, RUNTIME_LORA_ENV, conflicting
@@ -280,7 +286,7 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
     for pair in env:
         options += ["--env", pair]
     options += ["--publish", publish, "--volume", volume]
-    for mount in adapter_mounts(spec, rs):
+    for mount in draft_mounts(spec, rs) + adapter_mounts(spec, rs):
         options += ["--volume", mount]
     if rt.SHM_SIZE is not None:
         options += ["--shm-size", rt.SHM_SIZE]
@@ -436,7 +442,7 @@ def _container(
     keys += [("Environment", f"{k}={v}") for k, v in sorted(rs.service.env.items())]
     keys += [("Environment", pair) for pair in runtime_env(rs.service)]
     keys += [("PublishPort", publish), ("Volume", volume)]
-    keys += [("Volume", mount) for mount in adapter_mounts(spec, rs)]
+    keys += [("Volume", mount) for mount in draft_mounts(spec, rs) + adapter_mounts(spec, rs)]
     rt = spec.runtimes[rs.service.runtime].rules()
     if rt.SHM_SIZE is not None:
         keys.append(("ShmSize", rt.SHM_SIZE))

@@ -109,6 +109,8 @@ class Vllm(Runtime):
         "experts": "vLLM keeps every expert on the GPUs",
         "tensor_overrides": "vLLM has no -ot",
         "measured": "vLLM's buffers are planned as one budget",
+        "draft": "vLLM 0.11's V1 engine has no draft-model proposer; use "
+        "'speculative: {method: mtp, num_tokens: N}' with a checkpoint that keeps its MTP layers",
     }
     OWNED_FLAGS: ClassVar[tuple[tuple[tuple[str, ...], str], ...] | None] = (
         (("--model",), "set the model under 'models:' and 'model:'"),

@@ -10,6 +10,7 @@ measured from a start-up log (``measured:``, written by ``calibrate``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -123,6 +124,93 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         user_rules=rules,
         user_pins=user_pins(profile, rt, rules),
     )
+
+
+def draft_setting(spec: Spec, rs: ResolvedService, target: Setting, profile: Profile) -> Setting:
+    """The draft model's setting, as llama.cpp 11434 builds it from the target's.
+
+    ``common_base_params_to_speculative`` (common/speculative.cpp:2527-2582)
+    copies the target's parameters and takes the draft's devices (``-devd``),
+    ``n_gpu_layers`` (``-ngld``), tensor overrides (none here) and cache types;
+    ``common_speculative_init_result`` (2593-2651) then gives the draft's
+    context ``cparams.n_ctx = llama_n_ctx(ctx_tgt)``: the target's context,
+    slots, batch and ubatch.  The draft shares the target's process, so it adds
+    no per-GPU overhead.
+    """
+    draft = rs.service.draft
+    assert draft is not None
+    wanted = set(draft.gpus if draft.gpus is not None else rs.gpus)
+    keep = [i for i, g in enumerate(target.gpus) if g in wanted]
+    devices = tuple(target.devices[i] for i in keep)
+    ctx = target.kv.ctx or target.profile.hparams.n_ctx_train or 0
+    kv = dataclasses.replace(
+        target.kv,
+        ctx=ctx,
+        cache_type_k=draft.cache_type_k or "f16",  # common.h params_spec default: F16
+        cache_type_v=draft.cache_type_v or "f16",
+        mla=None,
+        mla_split=_mla_split(profile),
+    )
+    return dataclasses.replace(
+        target,
+        profile=profile,
+        gpus=tuple(target.gpus[i] for i in keep),
+        devices=devices,
+        cuda=target.cuda & frozenset(devices),
+        kv=kv,
+        measured={},
+        overhead=0,
+        gpu_layers=None,
+        mla_q_head=mla_q_head(profile.hparams, profile.tensors()),
+        user_rules=(),
+        user_pins={},
+    )
+
+
+def draft_buffers(d: Setting, shares: tuple[float, ...]) -> dict[str, Part]:
+    """The draft model's buffers: every layer and its experts on the draft's GPUs,
+    split as the target's layers are (the draft inherits ``-sm`` and ``-ts``: llama.cpp
+    reads the first shares for its devices), its KV from the target's context and
+    slots, its compute the runtime's estimate for that model: an upper bound, as the
+    draft's context keeps one output per sequence (``n_outputs_max = n_parallel``)
+    where the estimate budgets a ubatch's."""
+    layers = layer_split(d, shares[: len(d.devices)])
+    experts = {n: layers[n] for n in expert_bytes(d.profile, d.rt) if n in layers}
+    out: dict[str, Part] = {}
+    for name, part in buffers(d, layers, experts).items():
+        basis = dict(part.basis)
+        if part.compute and basis.get("compute") == "estimated":
+            basis["compute"] = "upper-bound"
+        out[name] = dataclasses.replace(part, basis=basis)
+    return out
+
+
+#: when parts of different bases add up, the sum is as good as the weakest
+_WEAKEST: tuple[Basis, ...] = ("upper-bound", "estimated", "measured", "exact")
+
+
+def add_parts(a: Mapping[str, Part], b: Mapping[str, Part]) -> dict[str, Part]:
+    """Two sets of buffers added per buffer name (a service and its draft model: the
+    runtime logs each model's buffers, the device holds both)."""
+    out = dict(a)
+    for name, part in b.items():
+        mine = out.get(name)
+        if mine is None:
+            out[name] = part
+            continue
+        basis: dict[str, Basis] = {}
+        for key in sorted(set(mine.basis) | set(part.basis)):
+            found = [x.basis[key] for x in (mine, part) if key in x.basis]
+            basis[key] = next(w for w in _WEAKEST if w in found)
+        out[name] = Part(
+            weights=mine.weights + part.weights,
+            created=mine.created + part.created,
+            kv=mine.kv + part.kv,
+            compute=mine.compute + part.compute,
+            overhead=mine.overhead + part.overhead,
+            basis=basis,
+        )
+    return dict(sorted(out.items()))
 
 
 def user_pins(

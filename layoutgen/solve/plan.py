@@ -85,6 +85,17 @@ class BudgetPlan:
 
 
 @dataclass(frozen=True)
+class Marginal:
+    """Decode t/s a service gains (``gain_tps`` > 0) when routed-expert tensors move from
+    host RAM to ``gpu``, or loses (< 0) when ``gpu`` gives them back to host RAM."""
+
+    gpu: str
+    gain_tps: float
+    bytes: int
+    tensors: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class SpeedPlan:
     """A service's predicted decode speed (layoutgen.speed.plan_speed): one request,
     at ``depth`` context tokens (ctx per slot / 2), and what it asks of host RAM."""
@@ -97,6 +108,11 @@ class SpeedPlan:
     efficiency_basis: Literal["given", "prior"]
     seconds: float  #: one token
     host_seconds: float  #: the host RAM part of it
+    #: per GPU of a service with routed experts in host RAM: the next GiB of VRAM (the
+    #: hottest host expert tensors that fit in it; none fits: the smallest one)
+    marginal: tuple[Marginal, ...] = ()
+    #: per GPU holding routed experts: its coldest expert tensors (>= 1 GiB) given back
+    give_back: tuple[Marginal, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,6 +137,8 @@ class ServicePlan:
     budget: BudgetPlan | None = None
     #: predicted decode speed; a str: why it is not modelled; None: host bandwidth unknown
     speed: SpeedPlan | str | None = None
+    #: the draft model's share of ``buffers`` (``draft:``), by buffer name
+    draft: dict[str, Part] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -188,6 +206,16 @@ def to_json(plan: Plan) -> str:
                 "argv": list(s.argv),
                 **({"vllm": _budget_json(s.budget)} if s.budget is not None else {}),
                 **({"speed": _speed_json(s.speed)} if isinstance(s.speed, SpeedPlan) else {}),
+                **(
+                    {
+                        "draft": {
+                            name: {"weights": p.weights, "kv": p.kv, "compute": p.compute}
+                            for name, p in s.draft.items()
+                        }
+                    }
+                    if s.draft
+                    else {}
+                ),
             }
             for s in plan.services
         },
@@ -205,16 +233,70 @@ def _speed_json(s: SpeedPlan) -> dict[str, Any]:
         "host_demand": round(s.host_demand),
         "efficiency": s.efficiency,
         "efficiency_basis": s.efficiency_basis,
+        **(
+            {
+                "marginal": [_marginal_json(x) for x in s.marginal],
+                "give_back": [_marginal_json(x) for x in s.give_back],
+            }
+            if s.marginal
+            else {}
+        ),
     }
+
+
+def _marginal_json(x: Marginal) -> dict[str, Any]:
+    return {
+        "gpu": x.gpu,
+        "gain_tps": round(x.gain_tps, 3),
+        "bytes": x.bytes,
+        "tensors": list(x.tensors),
+    }
+
+
+def _tensors(x: Marginal) -> str:
+    """Up to three tensor names (no '.weight'), then how many more, and the MiB."""
+    names = ", ".join(t.removesuffix(".weight") for t in x.tensors[:3])
+    more = f" +{len(x.tensors) - 3} more" if len(x.tensors) > 3 else ""
+    return f"{names}{more}, {_mib(x.bytes)} MiB"
+
+
+def _gib(x: Marginal) -> str:
+    """'a GiB', or the bytes the smallest tensor that moves takes when it is more."""
+    return "a GiB" if x.bytes <= 2**30 else f"{_mib(x.bytes)} MiB"
+
+
+def _marginal_text(plan: Plan, sp: ServicePlan, s: SpeedPlan) -> list[str]:
+    """The next GiB of VRAM on each GPU, a GiB given back, and what a GiB of each other
+    service sharing that GPU is worth to this one."""
+    back = {x.gpu: x for x in s.give_back}
+    lines = []
+    for x in s.marginal:
+        none = "" if x.bytes <= 2**30 else "no expert tensor fits in a GiB; the smallest: "
+        line = f"    next GiB on {x.gpu}: {x.gain_tps:+.2f} tok/s ({none}{_tensors(x)})"
+        if x.gpu in back:
+            y = back[x.gpu]
+            line += f"; giving back: {y.gain_tps:+.2f} tok/s ({_tensors(y)})"
+        lines.append(line)
+    for x in s.marginal:
+        for other in plan.services:
+            if other.name != sp.name and any(
+                other.device_of[b] == x.gpu and p.total for b, p in other.buffers.items()
+            ):
+                lines.append(
+                    f"    {_gib(x)} from {other.name} on {x.gpu} would give {sp.name} "
+                    f"{x.gain_tps:+.2f} tok/s"
+                )
+    return lines
 
 
 def _speed_text(plan: Plan) -> list[str]:
     """Each service's predicted decode speed, when the host's bandwidth is known."""
-    rows = [(sp.name, sp.speed) for sp in plan.services if sp.speed is not None]
+    rows = [(sp, sp.speed) for sp in plan.services if sp.speed is not None]
     if not rows:
         return []
     lines = ["decode speed, one request at depth = ctx per slot / 2 (speed model, DESIGN)"]
-    for name, s in rows:
+    for sp, s in rows:
+        name = sp.name
         if isinstance(s, str):
             lines.append(f"  {name:<20} {s}")
             continue
@@ -224,6 +306,7 @@ def _speed_text(plan: Plan) -> list[str]:
             f"(η {s.efficiency:g} {basis}); asks host RAM for {s.host_demand / 1e9:,.0f} GB/s "
             f"({s.host_bytes_per_token / 1e9:,.2f} GB a token)"
         )
+        lines += _marginal_text(plan, sp, s)
     return [*lines, ""]
 
 

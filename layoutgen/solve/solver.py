@@ -23,7 +23,10 @@ from layoutgen.solve.budgeted import service_plan as budgeted_plan
 from layoutgen.solve.budgeted import start_checks
 from layoutgen.solve.footprint import (
     Setting,
+    add_parts,
     buffers,
+    draft_buffers,
+    draft_setting,
     expert_bytes,
     expert_tensors,
     layer_split,
@@ -136,12 +139,13 @@ def solve(
         raise DoesNotFit(exc.problems) from None
     placed: dict[str, ServicePlan] = {}
     splits = {n: layer_split(settings[n], shares_of[n]) for n in order if n in settings}
+    drafts = _drafts(spec, by_name, settings, profiles, shares_of)
     # Every service's fixed part first -- for auto services, all experts on the
     # host -- so that filling one auto service never starves another's base.
     for n in order:
         if n in settings:
             experts, tensors = _fixed_experts(by_name[n], settings[n], splits[n])
-            placed[n] = _service_plan(settings[n], splits[n], experts, tensors)
+            placed[n] = _service_plan(settings[n], splits[n], experts, tensors, drafts.get(n))
     # then budgeted services whole, beside those (their KV must hold one request)
     for n in order:
         if n in budgeted:
@@ -157,8 +161,10 @@ def solve(
     for n in order:
         rs = by_name[n]
         if isinstance(rs.experts, ExpertsAuto) and n not in budgeted:
-            experts, tensors = _fill(rs, settings[n], splits[n], placed, worlds, capacity, reserve)
-            placed[n] = _service_plan(settings[n], splits[n], experts, tensors)
+            experts, tensors = _fill(
+                rs, settings[n], splits[n], placed, worlds, capacity, reserve, drafts.get(n)
+            )
+            placed[n] = _service_plan(settings[n], splits[n], experts, tensors, drafts.get(n))
     for n in order:
         if n not in budgeted and by_name[n].service.lora is not None:
             found_bytes = adapter_bytes(by_name[n])
@@ -189,6 +195,23 @@ def solve(
     return Plan(
         name, spec.host.name, devices, services_sorted, warnings, tuple(order), assumed, paths
     )
+
+
+def _drafts(
+    spec: Spec,
+    by_name: Mapping[str, ResolvedService],
+    settings: Mapping[str, Setting],
+    profiles: Mapping[str, Profile],
+    shares_of: Mapping[str, tuple[float, ...]],
+) -> dict[str, dict[str, Part]]:
+    """Each llama.cpp service's draft model's buffers (``draft:``), by buffer name."""
+    out: dict[str, dict[str, Part]] = {}
+    for n, s in settings.items():
+        draft = by_name[n].service.draft
+        if draft is not None and draft.model in profiles:
+            d = draft_setting(spec, by_name[n], s, profiles[draft.model])
+            out[n] = draft_buffers(d, shares_of[n])
+    return out
 
 
 def _speeds(
@@ -307,6 +330,7 @@ def _fill(
     worlds: Scenarios,
     capacity: Mapping[str, int],
     reserve: Mapping[str, int],
+    draft: Mapping[str, Part] | None = None,
 ) -> tuple[dict[int, str], dict[str, str]]:
     """Whole expert layers hottest first, then single tensors of the next hottest
     layers into what is left (as llama.cpp's ``--fit`` does), each preferring the
@@ -317,6 +341,9 @@ def _fill(
     beside = _used_beside(rs.name, placed, worlds)
     base = buffers(s, layers, {})
     room = {s.buffer_of(g): capacity[g] - reserve[g] - beside.get(g, 0) for g in s.gpus}
+    for buf, part in (draft or {}).items():
+        if buf in room:
+            room[buf] -= part.total  # the draft model's share is fixed
     free = dict(room)
     for buf, part in base.items():
         if buf in free:
@@ -398,8 +425,11 @@ def _service_plan(
     layers: Mapping[int, str],
     experts: Mapping[int, str],
     tensors: Mapping[str, str] | None = None,
+    draft: Mapping[str, Part] | None = None,
 ) -> ServicePlan:
     bufs = buffers(s, layers, experts, tensors)
+    if draft:
+        bufs = add_parts(bufs, draft)
     single = dict(tensors or {})
     by_device: dict[str, list[int]] = {}
     for layer in sorted(expert_tensors(s)):
@@ -417,6 +447,7 @@ def _service_plan(
         expert_tensors={d: tuple(sorted(v, key=_tensor_key)) for d, v in sorted(singles.items())},
         tensor_overrides=tuple(s.user_rules),
         moved=moved_tensors(s, layers, experts, tensors),
+        draft=dict(draft or {}),
     )
 
 

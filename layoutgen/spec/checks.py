@@ -9,12 +9,13 @@ spec paths) out.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from layoutgen import runtimes
 from layoutgen.errors import Problem, Severity, SpecPath
+from layoutgen.models.profile import Profile
 from layoutgen.runtimes.base import Runtime
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import (
@@ -105,6 +106,7 @@ def check(spec: Spec, services: tuple[ResolvedService, ...]) -> list[Problem]:
         *_budgeted(spec, services),
         *_lora(spec, services),
         *_speculative(spec, services),
+        *_draft(spec, services),
         *_defaults(spec),
         *_unit_names(spec),
     ]
@@ -298,6 +300,116 @@ def _speculative(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[
             "only) and refuses to start; use method: mtp with a checkpoint that keeps its "
             "MTP layers",
         )
+
+
+def _draft(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
+    """A draft model (llama.cpp): a model of the spec other than the service's own, on
+    GPUs the service holds (the container sees no others), local ones (an rpc
+    device's name for ``-devd`` is not verified), with cache types the runtime has."""
+    for rs in services:
+        draft, rt = rs.service.draft, _kind(spec, rs)
+        if draft is None or rt is None or "draft" not in rt.SERVICE_KEYS:
+            continue  # other runtimes: _runtime_keys refuses the key
+        at = ("services", rs.name, "draft")
+        where = f"services.{rs.name}.draft"
+        if draft.model not in spec.models:
+            yield Problem(
+                (*at, "model"),
+                f"{where}.model: no model {draft.model!r} under 'models:'"
+                f"{_known(sorted(spec.models), draft.model)}",
+            )
+        elif draft.model == rs.service.model:
+            yield Problem(
+                (*at, "model"),
+                f"{where}.model: {draft.model!r} is the service's own model; a draft is a "
+                "smaller model with the same vocabulary",
+            )
+        rpc = {g.id for g in spec.host.gpus if g.rpc is not None}
+        for i, gpu in enumerate(draft.gpus or ()):
+            if gpu not in rs.gpus:
+                yield Problem(
+                    (*at, "gpus", i),
+                    f"{where}.gpus: {gpu!r} is not one of the service's GPUs "
+                    f"({', '.join(rs.gpus) or 'none'}); the draft runs in the same process",
+                )
+            elif gpu in rpc:
+                yield Problem(
+                    (*at, "gpus", i),
+                    f"{where}.gpus: {gpu!r} is an rpc device; a draft model on rpc devices "
+                    "is not verified: name local GPUs",
+                )
+        if draft.gpus is None and not rs.gpus:
+            yield Problem(
+                (*at,),
+                f"{where}: the service has no GPUs; layoutgen plans a draft model with "
+                "every layer on GPUs (-ngld)",
+                at_key=True,
+            )
+        elif draft.gpus is None and any(g in rpc for g in rs.gpus):
+            yield Problem(
+                (*at,),
+                f"{where}: the service holds rpc devices; a draft model on rpc devices is "
+                "not verified: write 'gpus:' with its local GPUs",
+                at_key=True,
+            )
+        elif draft.gpus == ():
+            yield Problem(
+                (*at, "gpus"),
+                f"{where}.gpus: empty; layoutgen plans a draft model with every layer on "
+                "GPUs: name at least one of the service's",
+            )
+        for key in ("cache_type_k", "cache_type_v"):
+            value = getattr(draft, key)
+            if rt.MEMORY == "tensors" and value is not None and value not in rt.CACHE_TYPES:
+                yield Problem(
+                    (*at, key),
+                    f"{where}.{key}: {rt.kind} has no {value} cache",
+                )
+
+
+#: llama.cpp 11434 common/speculative.cpp:30 (SPEC_VOCAB_MAX_SIZE_DIFFERENCE): a draft
+#: whose vocabulary is larger or smaller by more is refused (lines 141-151)
+DRAFT_VOCAB_DIFFERENCE = 128
+
+
+def check_drafts(
+    spec: Spec, services: tuple[ResolvedService, ...], profiles: Mapping[str, Profile]
+) -> Iterator[Problem]:
+    """A draft model's profile: a GGUF one (llama.cpp loads GGUF files), with a
+    vocabulary llama.cpp accepts beside the target's.
+
+    ``common_speculative_are_compatible`` (common/speculative.cpp:106-169 of
+    11434) refuses a draft whose vocabulary type, BOS or EOS differ, whose
+    token count differs by more than 128, or whose token texts differ from id 5
+    on; the server then fails to start ("the target and draft vocabs are not
+    compatible", line 287).  A profile records the token count only: that part
+    is checked here, the rest at start-up.
+    """
+    for rs in services:
+        draft = rs.service.draft
+        if draft is None or draft.model not in profiles:
+            continue
+        where, at = f"services.{rs.name}.draft.model", ("services", rs.name, "draft", "model")
+        profile = profiles[draft.model]
+        if profile.format != "gguf":
+            yield Problem(
+                at,
+                f"{where}: model {draft.model!r} is a Hugging Face checkpoint (its profile "
+                "says format: safetensors); llama.cpp loads a GGUF draft: convert it and "
+                "inspect the GGUF",
+            )
+            continue
+        target = profiles.get(rs.service.model)
+        mine, theirs = profile.hparams.vocab, None if target is None else target.hparams.vocab
+        if mine is not None and theirs is not None and abs(mine - theirs) > DRAFT_VOCAB_DIFFERENCE:
+            yield Problem(
+                at,
+                f"{where}: model {draft.model!r} has {mine:,} tokens, the service's model "
+                f"{rs.service.model!r} {theirs:,}; llama.cpp refuses a draft whose vocabulary "
+                f"differs by more than {DRAFT_VOCAB_DIFFERENCE} tokens "
+                "(common/speculative.cpp common_speculative_are_compatible): use a draft "
+                "of the same model family",
+            )
 
 
 def _defaults(spec: Spec) -> Iterator[Problem]:

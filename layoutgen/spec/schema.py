@@ -820,6 +820,35 @@ class Speculative(Strict):
         return self
 
 
+class Draft(Strict):
+    """A draft model for speculative decoding on llama.cpp (``-md``).
+
+    llama.cpp 11434 loads it with the target's model parameters but the draft's
+    devices, layers and overrides, and gives its context the target's n_ctx,
+    slots, batch sizes and the draft's cache types (common/speculative.cpp
+    ``common_base_params_to_speculative``, ``common_speculative_init_result``).
+    """
+
+    model: Ident = Field(description="the draft model's id under 'models:' (a GGUF profile)")
+    gpus: tuple[Ident, ...] | None = Field(
+        default=None,
+        description="GPU ids the draft's layers split over (-devd), among the service's "
+        "(default: the service's GPUs); every layer is offloaded (-ngld)",
+    )
+    cache_type_k: KVType | None = Field(
+        default=None, description="the draft's K cache type (-ctkd; default f16)"
+    )
+    cache_type_v: KVType | None = Field(
+        default=None, description="the draft's V cache type (-ctvd; default f16)"
+    )
+    max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="tokens drafted at most per step (--spec-draft-n-max; llama.cpp's default 3)",
+    )
+
+
 class Service(Strict):
     model: Ident = Field(description="model id from 'models'")
     runtime: Ident = Field(description="runtime id from 'runtimes'")
@@ -936,6 +965,12 @@ class Service(Strict):
         default=None,
         description="vllm: speculative decoding, {method: mtp, num_tokens: N} (the "
         "checkpoint's MTP layers) or {method: draft, num_tokens: N, model: MODEL_ID}",
+    )
+    draft: Draft | None = Field(
+        default=None,
+        description="llama.cpp: speculative decoding with a draft model, {model: MODEL_ID, "
+        "gpus: [..], cache_type_k, cache_type_v, max_tokens}; planned beside the service's "
+        "own buffers",
     )
     default: bool | None = Field(
         default=None,

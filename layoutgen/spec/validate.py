@@ -20,7 +20,7 @@ from layoutgen.models.profile import Profile, load_profile, profile_from_documen
 from layoutgen.solve.plan import Plan
 from layoutgen.solve.solver import DoesNotFit, solve
 from layoutgen.spec import source
-from layoutgen.spec.checks import check
+from layoutgen.spec.checks import check, check_drafts
 from layoutgen.spec.roles import ResolvedService, resolve
 from layoutgen.spec.schema import Spec
 from layoutgen.spec.yamlbounds import MAX_PROFILE_BYTES
@@ -57,6 +57,7 @@ def validate_document(doc: source.Document) -> Validated:
         *check(spec, services),
         *profile_problems,
         *check_models(spec, services, profiles),
+        *check_drafts(spec, services, profiles),
     ]
     diagnostics = [doc.diagnostic(p) for p in problems] + elsewhere
     if any(d.severity is Severity.ERROR for d in diagnostics):

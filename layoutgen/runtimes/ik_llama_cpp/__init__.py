@@ -153,6 +153,11 @@ class IkLlamaCpp(Runtime):
     RULES = RULES
     READ_FROM: ClassVar[str] = "ik_llama.cpp build 4840 (8337e4cd, 2026-08-15)"
     CACHE_TYPES: ClassVar[frozenset[str]] = _MAINLINE_KV | {"q6_0"}
+    INSTEAD: ClassVar[Mapping[str, str]] = {
+        "draft": "ik_llama.cpp's draft model takes other flags than llama.cpp's (its own "
+        "context, --ctx-size-draft, and --draft-max) and layoutgen does not plan its memory; "
+        "pass them in 'args' and leave room for it",
+    }
     KV_ALWAYS_UNIFIED: ClassVar[bool] = True
     SWA_RING: ClassVar[bool] = False
     FLAT_V: ClassVar[bool] = True

