@@ -24,14 +24,16 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from layoutgen.errors import printable
 from layoutgen.models.profile import HParams, Profile
-from layoutgen.runtimes import vllm_memory as vm
 from layoutgen.runtimes.base import Runtime
 from layoutgen.runtimes.rules import Version, VersionError
 from layoutgen.spec.literals import clip
+
+if TYPE_CHECKING:
+    from layoutgen.runtimes import vllm_memory as vm
 
 #: the newest release whose source the rules were read from (no ``version:``)
 NEWEST = "0.33.0"
@@ -148,6 +150,8 @@ class Vllm(Runtime):
     @classmethod
     def parse_version(cls, text: str) -> Version:
         """A vLLM release as pip shows it (``0.11.0``, ``v0.10.1.1``, ``0.19.2rc1``)."""
+        from layoutgen.runtimes import vllm_memory as vm
+
         if not _VERSION.fullmatch(text):
             raise VersionError(
                 f"{printable(clip(text))} is not a vLLM release: write it as pip shows it "
@@ -163,6 +167,8 @@ class Vllm(Runtime):
     @property
     def release(self) -> tuple[int, ...]:
         """The release whose rules apply (the newest read when no version is given)."""
+        from layoutgen.runtimes import vllm_memory as vm
+
         return vm.version_tuple(NEWEST if self.version is None else self.version.text)
 
     @property
@@ -227,6 +233,8 @@ def vllm_model(profile: Profile, tp: int, *, mtp: bool = False) -> vm.VllmModel:
     KV like any attention layer (EagleProposer's layers join the KV cache groups);
     their weights are in the profile's bytes either way (``mtp.*`` tensors and
     decoder layers past num_hidden_layers are profiled, hf_checkpoint.py)."""
+    from layoutgen.runtimes import vllm_memory as vm
+
     hp = profile.hparams
     heads = _most(hp.n_head)
     dtype_bytes = DTYPE_BYTES.get((hp.dtype or "bfloat16").lower(), 2)
@@ -327,6 +335,8 @@ def plan_budget(
     for KV is below one request, vLLM would refuse to start, and
     :class:`~layoutgen.runtimes.vllm_memory.KvCacheRefused` says what fits.
     """
+    from layoutgen.runtimes import vllm_memory as vm
+
     tp = len(totals)
     service = vm.VllmService(
         gpu_total_bytes=min(totals),

@@ -19,8 +19,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from layoutgen.errors import LayoutgenError, Problem, Severity
 from layoutgen.models.profile import Profile
 from layoutgen.render.argv import server_argv, vllm_argv
-from layoutgen.solve.budgeted import service_plan as budgeted_plan
-from layoutgen.solve.budgeted import start_checks
 from layoutgen.solve.footprint import (
     Setting,
     add_parts,
@@ -147,6 +145,9 @@ def solve(
             experts, tensors = _fixed_experts(by_name[n], settings[n], splits[n])
             placed[n] = _service_plan(settings[n], splits[n], experts, tensors, drafts.get(n))
     # then budgeted services whole, beside those (their KV must hold one request)
+    if budgeted:  # vLLM's rules, imported only for specs that have such a service
+        from layoutgen.solve.budgeted import service_plan as budgeted_plan
+        from layoutgen.solve.budgeted import start_checks
     for n in order:
         if n in budgeted:
             found = budgeted_plan(
