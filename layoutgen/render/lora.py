@@ -31,6 +31,7 @@ from pathlib import PurePosixPath
 
 from layoutgen.render import quoting, sandbox
 from layoutgen.render.argv import UPDATES_DIR, adapter_path
+from layoutgen.render.oneshot import checked, daily_timer
 from layoutgen.spec.checks import DEFAULT_LORA_RANK, lora_base
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import LoraAdapter, Spec
@@ -183,18 +184,7 @@ def update_units(spec: Spec, rs: ResolvedService) -> list[UpdateUnits]:
                 ),
             ],
         }
-        timer = {
-            "Unit": [("Description", description)],
-            "Timer": [
-                ("OnCalendar", f"*-*-* {update.at}:00"),
-                ("Unit", f"{name}.service"),
-            ],
-            "Install": [("WantedBy", "timers.target")],
-        }
-        for sections in (service, timer):
-            for lines in sections.values():
-                for key, value in lines:
-                    if key != "ExecStart":
-                        quoting.unit_value(value)
+        timer = daily_timer(description, [update.at], name)
+        checked(service, timer)
         out.append(UpdateUnits(name, description, service, timer))
     return out

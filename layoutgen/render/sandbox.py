@@ -42,6 +42,17 @@ NVIDIA_DEVICE_CLASSES = (
 )
 
 
+#: the kernel, cgroups, clock and host name out of reach: every sandboxed unit
+_KERNEL: tuple[tuple[str, str], ...] = (
+    ("ProtectKernelTunables", "yes"),
+    ("ProtectKernelModules", "yes"),
+    ("ProtectKernelLogs", "yes"),
+    ("ProtectControlGroups", "yes"),
+    ("ProtectClock", "yes"),
+    ("ProtectHostname", "yes"),
+)
+
+
 def hardening(
     *,
     gpu: bool,
@@ -76,12 +87,7 @@ def hardening(
     else:
         keys.append(("PrivateDevices", "yes"))
     keys += [
-        ("ProtectKernelTunables", "yes"),
-        ("ProtectKernelModules", "yes"),
-        ("ProtectKernelLogs", "yes"),
-        ("ProtectControlGroups", "yes"),
-        ("ProtectClock", "yes"),
-        ("ProtectHostname", "yes"),
+        *_KERNEL,
         ("ProtectProc", "invisible"),
         ("RestrictNamespaces", "yes"),
         ("RestrictRealtime", "yes"),
@@ -138,12 +144,7 @@ def updater(*, writable: str, podman: bool, restart: bool) -> list[tuple[str, st
         ("PrivateTmp", "yes"),
         ("PrivateDevices", "yes"),
         ("UMask", "0077"),
-        ("ProtectKernelTunables", "yes"),
-        ("ProtectKernelModules", "yes"),
-        ("ProtectKernelLogs", "yes"),
-        ("ProtectControlGroups", "yes"),
-        ("ProtectClock", "yes"),
-        ("ProtectHostname", "yes"),
+        *_KERNEL,
         ("RestrictRealtime", "yes"),
         ("RestrictSUIDSGID", "yes"),
         ("LockPersonality", "yes"),

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from layoutgen.render import quoting, sandbox
+from layoutgen.render.oneshot import checked, daily_timer
 from layoutgen.spec.roles import ResolvedService
 
 CONTROL = r"""set -eu
@@ -70,18 +71,7 @@ def schedule_units(rs: ResolvedService) -> list[ScheduleUnits]:
                 *sandbox.scheduler(),
             ],
         }
-        timer = {
-            "Unit": [("Description", description)],
-            "Timer": [
-                *[("OnCalendar", f"*-*-* {t}:00") for t in sorted(set(times))],
-                ("Unit", f"{name}.service"),
-            ],
-            "Install": [("WantedBy", "timers.target")],
-        }
-        for sections in (service, timer):
-            for lines in sections.values():
-                for key, value in lines:
-                    if key != "ExecStart":
-                        quoting.unit_value(value)
+        timer = daily_timer(description, times, name)
+        checked(service, timer)
         out.append(ScheduleUnits(name, service, timer))
     return out
