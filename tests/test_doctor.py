@@ -2,7 +2,7 @@
 
 The spec has two GPUs of different sizes (a 96 GB card by index, a 32 GB card
 by UUID) and two services; its plan (MiB): gpu0 grandpa 34,001 + worker0
-49,227 = 83,228 of 97,247; gpu1 grandpa 12,523 of 32,607; host RAM grandpa
+49,227 = 83,228 of 97,247; gpu1 grandpa 12,571 of 32,607; host RAM grandpa
 311 (--mlock) + worker0 427 = 738.  A healthy host runs both services on
 those figures exactly; each test changes one fact of it.
 """
@@ -101,7 +101,7 @@ def gpu(index: int, name: str, uuid: str, total_mib: int, *procs: GpuProcess) ->
 
 GRANDPA0 = proc(1001, "llama-server", 34001)
 WORKER0 = proc(1002, "llama-server", 49227)
-GRANDPA1 = proc(1003, "llama-server", 12523)
+GRANDPA1 = proc(1003, "llama-server", 12571)
 XORG = proc(900, "Xorg", 300)  # within the 1 GiB reserve: no finding
 
 
@@ -151,7 +151,7 @@ def v(tmp_path: Path) -> Validated:
 
 def test_the_plan_is_what_the_tests_assume(v: Validated) -> None:
     per = {(d.id, round(d.used / MiB)) for d in v.plan.devices}
-    assert per == {("gpu0", 83228), ("gpu1", 12523), ("host", 738)}
+    assert per == {("gpu0", 83228), ("gpu1", 12571), ("host", 738)}
 
 
 def test_healthy_host_has_no_findings(v: Validated) -> None:
@@ -266,8 +266,8 @@ def test_servers_of_a_stopped_layout_are_foreign(v: Validated) -> None:
     )
     assert lines(v, live) == [
         "spec.yaml:18:16: warning: gpu1: process 77 (llama-server) holds 2,048 MiB, more than "
-        "the reserve of 1,024 MiB; the plan (12,523 MiB of 32,607 MiB) still fits beside it "
-        "with 18,036 MiB to spare: raise reserve to 2GiB so the plan counts it"
+        "the reserve of 1,024 MiB; the plan (12,571 MiB of 32,607 MiB) still fits beside it "
+        "with 17,988 MiB to spare: raise reserve to 2GiB so the plan counts it"
     ]
 
 
@@ -280,7 +280,7 @@ def test_running_service_drifts_from_the_plan(v: Validated) -> None:
     )
     assert lines(v, live) == [
         "spec.yaml:29:3: warning: services.grandpa: on gpu1 its server 1003 (llama-server) "
-        "holds 14,000 MiB, the plan says 12,523 MiB (+1,477 MiB, beyond ±5 % or 512 MiB): "
+        "holds 14,000 MiB, the plan says 12,571 MiB (+1,429 MiB, beyond ±5 % or 512 MiB): "
         "measure it: podman logs grandpa > grandpa.log 2>&1; layoutgen calibrate grandpa.log "
         "spec.yaml --service grandpa"
     ]
@@ -289,9 +289,9 @@ def test_running_service_drifts_from_the_plan(v: Validated) -> None:
 def test_drift_within_tolerance_is_quiet(v: Validated) -> None:
     live = dataclasses.replace(
         healthy(),
-        nvml=nvml(gpu0(XORG, GRANDPA0, WORKER0), gpu1(proc(1003, "llama-server", 12523 + 600))),
+        nvml=nvml(gpu0(XORG, GRANDPA0, WORKER0), gpu1(proc(1003, "llama-server", 12571 + 600))),
     )
-    assert lines(v, live) == []  # 600 MiB is within max(5 % of 12,523, 512) = 626 MiB
+    assert lines(v, live) == []  # 600 MiB is within max(5 % of 12,571, 512) = 628 MiB
 
 
 def test_services_sharing_a_gpu_are_measured_together(v: Validated) -> None:

@@ -15,9 +15,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from layoutgen.errors import Problem, Severity
 from layoutgen.models import quants
 from layoutgen.models.profile import Profile
-from layoutgen.models.tensors import format_layers
+from layoutgen.models.tensors import Tensor, format_layers
 from layoutgen.render.argv import flash_attn, flash_attn_arg
 from layoutgen.runtimes.base import Runtime
+from layoutgen.runtimes.rules import Rule
 from layoutgen.solve.placement import expert_kind, expert_layer, expert_name, loaded
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import ExpertsAuto, ExpertsExplicit, ExpertsNCpuMoe, Spec
@@ -108,6 +109,7 @@ def _service(
     if rt is not None and rt.PLANNABLE:
         yield from _cache_types(rs, rt, profile)
         yield from _tensor_overrides(rs, profile, rt)
+        yield from _gpu_types(rs, rt, profile, layers)
     trained = profile.hparams.n_ctx_train
     if rs.service.ctx == 0 and not trained:
         yield Problem(
@@ -157,6 +159,71 @@ def _cache_types(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterator
             f"services.{name}.cache_type_v: {runtime} refuses a {v} V cache without flash "
             f"attention, and {why}; write cache_type_v: f16, or "
             + ("'-fa', 'on' in args" if told else "add '-fa', 'on' to args"),
+        )
+
+
+def _on_gpus(rs: ResolvedService, tensor: Tensor, experts_on_gpu: frozenset[int] | None) -> bool:
+    """Whether the service's settings can put ``tensor`` on one of its GPUs (matrices the
+    GPU multiplies: not the embeddings, looked up on the host, nor 1-d tensors)."""
+    if len(tensor.shape) < 2 or tensor.name.startswith("token_embd."):
+        return False
+    kind = expert_kind(tensor.name)
+    if kind is None:
+        return True
+    return experts_on_gpu is None or kind[0] in experts_on_gpu
+
+
+def _gpu_types(
+    rs: ResolvedService, rt: Runtime, profile: Profile, layers: frozenset[int]
+) -> Iterator[Problem]:
+    """Weights on a GPU whose type the runtime's CUDA build cannot multiply: the
+    scheduler would copy each back to host RAM and run it on the CPU every batch."""
+    if not rs.gpus or rs.service.gpu_layers is not None or rs.service.tensor_overrides:
+        return  # partial offload and user -ot rules: where tensors go is theirs
+    experts = rs.experts
+    on_gpu: frozenset[int] | None  # None: any expert layer may be on a GPU
+    if isinstance(experts, ExpertsExplicit):
+        on_gpu = frozenset(il for wanted in experts.layers.values() for il in wanted) | {
+            layer
+            for names in experts.tensors.values()
+            for n in names
+            if (layer := expert_layer(n)) is not None
+        }
+    elif isinstance(experts, ExpertsNCpuMoe):
+        on_gpu = None if experts.n < len(layers) else frozenset()
+    elif experts is not None and experts.mode == "host":
+        on_gpu = frozenset()
+    else:
+        on_gpu = None
+    tensors = loaded(profile, rt)
+    lacking = {q for q in {t.type for t in tensors} if rt.gpu_matmul(q) is not True}
+    missing: dict[str, list[str]] = {}
+    for t in tensors:
+        if t.type in lacking and _on_gpus(rs, t, on_gpu):
+            missing.setdefault(t.type, []).append(t.name)
+    for qtype, names in sorted(missing.items()):
+        found = rt.gpu_matmul(qtype)
+        since = found if isinstance(found, Rule) else None
+        when = (
+            f"its CUDA backend multiplies {qtype} since build {since.since_build} "
+            f"({since.since:%Y-%m-%d}; {since.source})"
+            if since
+            else f"no {rt.kind} build multiplies {qtype} on a GPU (a CPU-repacked type)"
+        )
+        version = rt.version.text if rt.version is not None else "newest"
+        yield Problem(
+            ("services", rs.name, "model"),
+            f"services.{rs.name}.model: {len(names)} tensor(s) of model {rs.service.model!r} "
+            f"are {qtype} ({', '.join(names[:2])}{' ...' if len(names) > 2 else ''}) and "
+            f"this service puts them on a GPU, but {rt.kind} {version} cannot compute them "
+            f"there: {when}. The runtime would copy each back to host RAM for every batch. "
+            + (
+                "Keep those experts in host RAM ('experts: host' or layer lists without them), "
+                if all(expert_kind(n) for n in names)
+                else ""
+            )
+            + f"use a model without {qtype} tensors"
+            + (", or a newer build" if since else ""),
         )
 
 

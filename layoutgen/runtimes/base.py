@@ -154,6 +154,11 @@ class Runtime:
         when no GPU's pinned buffer takes them; none by default."""
         return frozenset()
 
+    def gpu_matmul(self, qtype: str) -> bool | Rule | None:
+        """Whether this build's CUDA backend multiplies ``qtype`` weights: True; else the
+        rule of the build that does, or None when none does.  Unknown: True."""
+        return True
+
     def created_weights(self, profile: Profile, mla: int | None) -> Mapping[int, int]:
         """Bytes per layer of weights the runtime computes at start-up (not in the file)."""
         return {}

@@ -137,7 +137,7 @@ def profile(record: Mapping[str, Any]) -> Profile:
         if not getattr(hp, need):
             raise NotExpressible(f"the log prints no {need}")
     qtype = matrix_type(record.get("logged") or "")
-    tensors = list(_tensors(arch, hp, qtype))
+    tensors = [_retyped(t, model.get("types") or {}) for t in _tensors(arch, hp, qtype)]
     return Profile(
         name=str(model.get("name") or record["id"]),
         arch=arch,
@@ -145,6 +145,14 @@ def profile(record: Mapping[str, Any]) -> Profile:
         hparams=hp,
         entries=tuple(fold(tensors)),
     )
+
+
+def _retyped(t: Tensor, types: Mapping[str, str]) -> Tensor:
+    """The record's ``model.types`` (regex -> type, first match) over the one matrix type."""
+    for pattern, qtype in types.items():
+        if re.search(pattern, t.name):
+            return Tensor(t.name, qtype, t.shape, tensor_nbytes(qtype, t.shape))
+    return t
 
 
 def _t(name: str, shape: tuple[int, ...], qtype: str) -> Tensor:

@@ -98,7 +98,11 @@ def logged_buffers(record: Mapping[str, Any]) -> dict[str, dict[str, int]]:
 
 
 def version(record: Mapping[str, Any]) -> str | None:
-    """The build as ``version:``: its number, else the post's date, else none (newest)."""
+    """The build as ``version:``: the record's own ``version`` (a pull request's branch,
+    whose commit count no release shares), else its build number, else the post's
+    date, else none (newest)."""
+    if record.get("version"):
+        return str(record["version"])
     build = str(record.get("build") or "")
     m = _BUILD.match(build)
     if m and int(m["n"]) > 0:
@@ -411,7 +415,8 @@ def evaluate(path: Path, tmp: Path) -> Outcome:
         return Outcome(**head, reason=str(exc))
     except InvalidInput as exc:
         first_line = str(exc).splitlines()[0] if str(exc) else "invalid"
-        return Outcome(**head, reason=f"spec refused: {first_line[:160]}")
+        said = first_line.split(" error: ", 1)[-1]  # without the temporary spec's path
+        return Outcome(**head, reason=f"refused by layoutgen: {said[:240]}")
     sp = result.plan.services[0]
     rows: list[Row] = []
     for buf, fields in sorted(logged.items()):

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 from layoutgen.models.quants import by_name
 from layoutgen.runtimes.base import Runtime, flag_value
-from layoutgen.runtimes.rules import rule
+from layoutgen.runtimes.rules import Rule, rule
 
 if TYPE_CHECKING:
     from layoutgen.models.profile import HParams, Profile
@@ -89,6 +89,25 @@ RULES = (
         "2026-01-12",
         "ik_llama.cpp PR #1137 (c03c2d7cc)",
         "-muge fuses each layer's up and gate experts into one tensor",
+    ),
+    rule(
+        "mla-amb-one-step",
+        4156,
+        "2026-01-31",
+        'ik_llama.cpp commit b85a2a50d ("Reduce compute buffer size for mla=3", no pull request)',
+        "MLA prompt processing with flash attention decompresses the cache for one -amb "
+        "step of heads at a time (before: every step's K and V were built before any "
+        "attention ran, all held at once); heads per step by divisor of n_head (before: "
+        "halved while even)",
+    ),
+    rule(
+        "amb-step-fit",
+        4265,
+        "2026-03-07",
+        "ik_llama.cpp PR #1375 (c1c342146)",
+        "-amb's heads per MLA step: n_head/k for the smallest k whose share of the "
+        "decompressed cache fits -amb (builds 4156-4264 compared the share of n_head/k "
+        "steps instead: n_head/2 heads, or 1)",
     ),
     rule(
         "n-cpu-moe-by-device",
@@ -278,6 +297,11 @@ class IkLlamaCpp(Runtime):
         from layoutgen.runtimes.ik_llama_cpp.compute import estimate
 
         return estimate(self, s, buffer, output, layers, experts)
+
+    def gpu_matmul(self, qtype: str) -> bool | Rule | None:
+        from layoutgen.runtimes.ik_llama_cpp.cuda_types import gpu_matmul
+
+        return gpu_matmul(qtype, self.version)
 
     def attn_max_mib(self, args: Sequence[str]) -> int:
         """-amb as given, else this build's default (256 MiB since build 4832, 0 before)."""

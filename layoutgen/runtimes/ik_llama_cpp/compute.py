@@ -16,8 +16,10 @@ estimate is the larger:
   2-3 with flash attention decompresses the cache for the heads of one
   ``-amb`` step (n_kv x heads x (qk_nope + v) f32, then K and V as f16),
   otherwise it scores against the latent cache (KQ as above) and keeps its
-  transpose.  FFN: the routed experts' activations, or gate/up/down of a
-  dense layer.
+  transpose.  Before build 4156 (rule ``mla-amb-one-step``) every step's K and
+  V were built before the first attention ran, so the steps before the last
+  stay allocated beside it, and the steps were found by halving the heads.
+  FFN: the routed experts' activations, or gate/up/down of a dense layer.
 - **the output**: the logits (n_vocab x ubatch f32, or x N tokens with
   ``-wgt N`` since build 4378) and two n_embd-wide tensors, on the device
   holding the output layer.
@@ -31,9 +33,14 @@ holds the mask(s), the token embeddings' rows, and the routed experts'
 activations of layers whose experts stay in host RAM and run there.  A
 CPU-only run holds all of it in ``CPU``.
 
+Before build 3907 the f32 mask is cast to f16 by one node, on the first
+layer's device: only that device holds the f32 copy, every other GPU is sent
+the f16 result.  With pipeline copies (GGML_SCHED_MAX_COPIES > 1) every copy
+of every graph input stays allocated, beside the logits too.
+
 Checked against the truth table (tests/truth): the host side and the output
-term reproduce logs to the MiB across architectures; the MLA terms follow
-the current source and are an estimate for 2025 builds.
+term reproduce logs to the MiB across architectures; Kimi-K2 at 131072 cells
+with -amb 512 on a 2025-09 build (issue 756) to 1 %.
 """
 
 from __future__ import annotations
@@ -52,6 +59,8 @@ if TYPE_CHECKING:
 
 F32, F16 = 4, 2
 MiB = 1 << 20
+#: build_deepseek2's pp_opt: ubatches of at least this many tokens attend in head space
+PP_OPT_TOKENS = 128
 
 
 def _int(value: int | tuple[int, ...] | None) -> int:
@@ -104,13 +113,19 @@ def _attention(rt: IkLlamaCpp, s: Setting) -> int:
         nope = max(0, (hp.key_length or 192) - rope) if (hp.key_length or 0) < rank else 128
         v = hp.value_length if hp.value_length and hp.value_length < rank else 128
         level = 3 if kv.mla is None else kv.mla
-        if level > 1 and kv.flash_attn:
+        if level > 1 and kv.flash_attn and ub >= PP_OPT_TOKENS:
             # prompt processing attends in head space over the decompressed cache:
             # q (qk_nope + rope per head) and the output (v per head) beside the
             # decompressed heads of one -amb step (build_deepseek2.cpp, pp_opt)
-            heads = _heads_per_step(n_head, n_kv * n_head * (nope + v) * F32, amb)
+            heads = _heads_per_step(rt, n_head, n_kv * n_head * (nope + v) * F32, amb)
             per_head = n_kv * ((nope + v) * F32 + (nope + rope + v) * F16)
-            return n_head * ub * (nope + rope + v) * F32 + heads * per_head
+            step = heads * per_head
+            if not rt.follows("mla-amb-one-step"):
+                # every step's K (nope + rope) and V (f16) is built before the first
+                # attention runs: the steps before the last stay allocated beside it
+                # (Kimi-K2, 4 x 131072 cells, 16 steps: 4,800 MiB; issue 756's log)
+                step += (n_head // heads - 1) * heads * n_kv * (nope + rope + v) * F16
+            return n_head * ub * (nope + rope + v) * F32 + step
         absorbed = n_head * ub * (rank + rope + rank) * F32  # q in latent space, kqv
         kq = n_head * n_kv * ub * F32
         return absorbed + (min(kq, amb) if amb else kq) + n_kv * rank * F16
@@ -124,12 +139,20 @@ def _attention(rt: IkLlamaCpp, s: Setting) -> int:
     return qkv + (min(kq, amb) if amb else kq)
 
 
-def _heads_per_step(n_head: int, kv_f32: int, amb: int) -> int:
-    """Heads decompressed at once: all, or the largest divisor step fitting -amb."""
-    if not amb or kv_f32 <= amb:
+def _heads_per_step(rt: IkLlamaCpp, n_head: int, kv_f32: int, amb: int) -> int:
+    """Heads decompressed at once, as build_deepseek2 fits them to -amb (whole MiB)."""
+    size, limit = kv_f32 // MiB, amb // MiB
+    if not limit or size <= limit:
         return n_head
+    if not rt.follows("mla-amb-one-step"):
+        heads = n_head  # halved while even and the step is still too big
+        while heads % 2 == 0 and size > limit:
+            heads, size = heads // 2, size // 2
+        return heads
+    fits_step = rt.follows("amb-step-fit")
     for niter in range(2, n_head):
-        if n_head % niter == 0 and kv_f32 // niter <= amb:
+        share = size // niter if fits_step else size // (n_head // niter)
+        if n_head % niter == 0 and share <= limit:
             return n_head // niter
     return 1
 
@@ -167,6 +190,10 @@ def estimate(
             host += _host_experts(s, fused)
         return host, "estimated"
     logits = (hp.vocab or 0) * rt.output_tokens(s.args, ub) * F32 + 2 * e * ub * F32
+    if cast and layers and layers[min(layers)] != buffer:
+        # one cast node, on the first layer's device: every other GPU is sent its f16
+        # result (two T4s, 4 copies: 4 x 32 MiB on CUDA1, issue 398's log)
+        mask, cast = cast, 0
     here = [il for il, dev in layers.items() if dev == buffer] if s.devices else []
     moe_here = any(experts.get(il) == buffer for il in here) if s.devices else not on_host
     held = 2 * e * ub * F32
@@ -192,7 +219,10 @@ def estimate(
         layer = max(layer, copy + expert_activations(s.profile, ub))
     peak = layer
     if buffer == output or output is None:
-        peak = max(peak, logits + (copies - 1) * mask)  # input copies are never freed
+        # with several copies every copy of every graph input stays allocated (the
+        # scheduler marks them inputs and outputs); with one, they are freed by now
+        kept = (mask + e * ub * F32) * copies if copies > 1 else 0
+        peak = max(peak, logits + kept)
     return peak, "estimated"
 
 
