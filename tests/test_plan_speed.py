@@ -97,7 +97,11 @@ def test_plan_prints_speed_and_json_carries_it(tmp_path: Path) -> None:
         "host_demand",
         "efficiency",
         "efficiency_basis",
+        "prefill_tps",
+        "ubatch",
     }
+    assert doc["prefill_tps"] > 0 and doc["ubatch"] == v.services[0].ubatch
+    assert "    prefill " in text and "not checked against measurements" in text
     assert doc["host_demand"] == pytest.approx(
         doc["host_bytes_per_token"] * doc["decode_tps"], 1e-3
     )

@@ -179,7 +179,10 @@ def test_heat_yaml(tmp_path: Path) -> None:
     p = heat.load_yaml(f)
     assert (p.of(3), p.of(4), p.of(5)) == (1.5, 0.5, 1.0)
     f.write_text("schema: 1\nlayers:\n  3: 0\n")
-    with pytest.raises(heat.HeatError, match="layer 3 has count 0; counts must be > 0"):
+    with pytest.raises(heat.HeatError, match="layer 3 has count 0; counts must be finite and"):
+        heat.load_yaml(f)
+    f.write_text("schema: 1\nlayers:\n  3: .inf\n  4: 1\n")
+    with pytest.raises(heat.HeatError, match="layer 3 has count inf; counts must be finite"):
         heat.load_yaml(f)
     f.write_text("layers: {}\n")
     with pytest.raises(heat.HeatError, match="expected a mapping with 'schema: 1'"):

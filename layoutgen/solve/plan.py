@@ -113,6 +113,28 @@ class SpeedPlan:
     marginal: tuple[Marginal, ...] = ()
     #: per GPU holding routed experts: its coldest expert tensors (>= 1 GiB) given back
     give_back: tuple[Marginal, ...] = ()
+    #: prompt tokens per second at ``ubatch`` (the model's prefill; not checked
+    #: against measurements)
+    prefill_tps: float | None = None
+    ubatch: int = 0
+    #: per GPU this service could take experts on: what each other service's settings
+    #: one step smaller would free there and give this one
+    trades: tuple[Trade, ...] = ()
+
+
+@dataclass(frozen=True)
+class Trade:
+    """Another service's setting one step smaller (``setting``: cache types, ctx,
+    quant; ``old`` -> ``new``) frees about ``bytes`` on ``gpu``; this service gains
+    ``gain_tps`` from the hottest host expert tensors that fit there (0: none fits)."""
+
+    service: str
+    gpu: str
+    setting: str
+    old: str
+    new: str
+    bytes: int
+    gain_tps: float
 
 
 @dataclass(frozen=True)
@@ -241,6 +263,29 @@ def _speed_json(s: SpeedPlan) -> dict[str, Any]:
             if s.marginal
             else {}
         ),
+        **(
+            {"prefill_tps": round(s.prefill_tps, 1), "ubatch": s.ubatch}
+            if s.prefill_tps is not None
+            else {}
+        ),
+        **(
+            {
+                "trades": [
+                    {
+                        "service": t.service,
+                        "gpu": t.gpu,
+                        "setting": t.setting,
+                        "from": t.old,
+                        "to": t.new,
+                        "bytes": t.bytes,
+                        "gain_tps": round(t.gain_tps, 3),
+                    }
+                    for t in s.trades
+                ]
+            }
+            if s.trades
+            else {}
+        ),
     }
 
 
@@ -306,7 +351,22 @@ def _speed_text(plan: Plan) -> list[str]:
             f"(η {s.efficiency:g} {basis}); asks host RAM for {s.host_demand / 1e9:,.0f} GB/s "
             f"({s.host_bytes_per_token / 1e9:,.2f} GB a token)"
         )
+        if s.prefill_tps is not None:
+            lines.append(
+                f"    prefill {s.prefill_tps:,.0f} tok/s at ubatch {s.ubatch:,} (speed model; "
+                "not checked against measurements)"
+            )
         lines += _marginal_text(plan, sp, s)
+        for t in s.trades:
+            fits = (
+                f"{t.gain_tps:+.2f} tok/s"
+                if t.gain_tps
+                else "+0 tok/s (no host expert tensor fits in it)"
+            )
+            lines.append(
+                f"    {t.service} {t.setting} {t.old} -> {t.new} frees about "
+                f"{_mib(t.bytes)} MiB on {t.gpu}: {sp.name} {fits}"
+            )
     return [*lines, ""]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from layoutgen.errors import LayoutgenError, Problem, Severity
 from layoutgen.models.profile import Profile
@@ -38,6 +39,9 @@ from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import ExpertsAuto, ExpertsExplicit, ExpertsGpu, ExpertsNCpuMoe, Spec
 from layoutgen.spec.sizes import format_size
 
+if TYPE_CHECKING:
+    from layoutgen.speed.heat import HeatProfile
+
 
 class DoesNotFit(LayoutgenError):
     """The layout needs more memory than a device has: refused, never rendered."""
@@ -53,7 +57,8 @@ def heat_order(layers: Sequence[int], policy: str) -> list[int]:
     ``head-tail`` (seed 001: head layers are hottest, then tail, then spread
     the middle) alternates head and tail and takes one middle layer after
     every two of each, so 20 layers come out 8 head, 8 tail, 4 middle, the
-    split seed 001 planned by hand.
+    split seed 001 planned by hand.  ``speed`` starts from head-tail and is then
+    ordered by the model's heat (:func:`_fill`).
     """
     ordered = sorted(layers)
     if policy == "head":
@@ -96,8 +101,14 @@ def _bisect(ordered: list[int]) -> list[int]:
 
 
 def solve(
-    spec: Spec, services: Sequence[ResolvedService], profiles: Mapping[str, Profile], name: str
+    spec: Spec,
+    services: Sequence[ResolvedService],
+    profiles: Mapping[str, Profile],
+    name: str,
+    heats: Mapping[str, HeatProfile] | None = None,
 ) -> Plan:
+    """The plan; HEATS: each model's expert heat (``models.<id>.heat``) where given."""
+    heats = heats or {}
     by_name = {rs.name: rs for rs in services if rs.service.model in profiles}
     # services of a budgeted runtime (vLLM) are planned whole: solve/budgeted.py
     budgeted = {
@@ -163,7 +174,15 @@ def solve(
         rs = by_name[n]
         if isinstance(rs.experts, ExpertsAuto) and n not in budgeted:
             experts, tensors = _fill(
-                rs, settings[n], splits[n], placed, worlds, capacity, reserve, drafts.get(n)
+                rs,
+                settings[n],
+                splits[n],
+                placed,
+                worlds,
+                capacity,
+                reserve,
+                drafts.get(n),
+                heats.get(rs.service.model),
             )
             placed[n] = _service_plan(settings[n], splits[n], experts, tensors, drafts.get(n))
     for n in order:
@@ -187,7 +206,7 @@ def solve(
             argv = server_argv(spec, by_name[n], placed[n], shares_of[n])
         placed[n] = dataclasses.replace(placed[n], argv=argv)
     devices = _devices(spec, placed, worlds)
-    problems += _speeds(spec, by_name, profiles, placed)
+    problems += _speeds(spec, by_name, profiles, placed, heats)
     warnings = tuple(p.message for p in problems)
     services_sorted = tuple(placed[n] for n in sorted(placed))
     used = sorted({by_name[n].service.runtime for n in placed})
@@ -220,6 +239,7 @@ def _speeds(
     by_name: Mapping[str, ResolvedService],
     profiles: Mapping[str, Profile],
     placed: dict[str, ServicePlan],
+    heats: Mapping[str, HeatProfile],
 ) -> list[Problem]:
     """Each service's predicted decode speed (attached to its plan), and a warning for
     each pair of services that together ask host RAM for more than it gives."""
@@ -229,8 +249,15 @@ def _speeds(
     from layoutgen.speed.plan_speed import lanes_warnings, service_speed
 
     speeds = {}
-    for n, sp in placed.items():
-        found = service_speed(spec, by_name[n], sp, profiles[by_name[n].service.model])
+    before = dict(placed)  # the plans the trades are figured on (each service's own)
+    for n, sp in before.items():
+        mid = by_name[n].service.model
+        others = [
+            (by_name[o], before[o], profiles[by_name[o].service.model])
+            for o in sorted(before)
+            if o != n
+        ]
+        found = service_speed(spec, by_name[n], sp, profiles[mid], heats.get(mid), others)
         if found is not None:
             placed[n] = dataclasses.replace(sp, speed=found)
             if not isinstance(found, str):
@@ -332,10 +359,17 @@ def _fill(
     capacity: Mapping[str, int],
     reserve: Mapping[str, int],
     draft: Mapping[str, Part] | None = None,
+    heat: HeatProfile | None = None,
 ) -> tuple[dict[int, str], dict[str, str]]:
     """Whole expert layers hottest first, then single tensors of the next hottest
     layers into what is left (as llama.cpp's ``--fit`` does), each preferring the
-    GPU that holds the layer's attention."""
+    GPU that holds the layer's attention.
+
+    Policy ``speed``: hottest by the model's heat.  Under the speed model a routed
+    expert tensor moved from host RAM to a GPU saves its bytes x k/n x heat over
+    (1/host bandwidth - 1/GPU bandwidth) per token, the same per byte for every
+    tensor of a layer, so taking layers by heat (then single tensors of the next
+    ones) is the greedy optimum of predicted decode speed for the room given."""
     assert isinstance(rs.experts, ExpertsAuto)
     units = expert_tensors(s)
     sizes = {layer: sum(b for _, b in ts) for layer, ts in units.items()}
@@ -352,6 +386,11 @@ def _fill(
     limit = rs.experts.max_layers if rs.experts.max_layers is not None else len(sizes)
     chosen: dict[int, str] = {}
     hot = heat_order(list(sizes), rs.experts.policy)
+    if rs.experts.policy == "speed":
+        from layoutgen.speed.heat import prior
+
+        h = heat if heat is not None else prior(s.profile.arch, sorted(sizes))
+        hot.sort(key=lambda layer: -h.of(layer))  # stable: ties stay in head-tail order
 
     def where(layer: int, nbytes: int) -> str | None:
         home = layers.get(layer)
@@ -562,12 +601,28 @@ def _shortfall(
             f"{_mib(share[service])}, has {_mib(cap)} - reserve {_mib(res)} = "
             f"{_mib(room)}, short by {_mib(share[service] - room)}; largest: {biggest}{others}"
         )
-    shares = ", ".join(f"{s} {_mib(v)}" for s, v in sorted(share.items(), key=lambda i: -i[1]))
+    ordered = sorted(share.items(), key=lambda i: -i[1])
+    shown = _summing([v for _s, v in ordered], need)
+    shares = ", ".join(f"{s} {v}" for (s, _v), v in zip(ordered, shown, strict=True))
     return (
         f"services.{service}: does not fit {where} beside the services sharing it: together "
         f"they need {_mib(need)}, has {_mib(cap)} - reserve {_mib(res)} = {_mib(room)}, short "
         f"by {_mib(need - room)}; shares: {shares}"
     )
+
+
+def _summing(values: list[int], total: int) -> list[str]:
+    """VALUES as MiB that add up to TOTAL's MiB as printed (largest remainders round
+    up), so the shares a reader adds match the need the message states."""
+    if sum(values) != total or abs(total) >= 2**40:
+        return [_mib(v) for v in values]
+    mib = 2**20
+    floors = [v // mib for v in values]
+    left = round(total / mib) - sum(floors)
+    order = sorted(range(len(values)), key=lambda i: (-(values[i] % mib), i))
+    for i in order[: max(left, 0)]:
+        floors[i] += 1
+    return [f"{f:,} MiB" for f in floors]
 
 
 def _others(share: Mapping[str, int], service: str) -> str:

@@ -233,7 +233,7 @@ LayerList = Annotated[
 KVType = Literal["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1", "q6_0"]
 Role = Literal["orchestrator", "worker", "batch", "embedding"]
 RuntimeKind = Literal["llama.cpp", "ik_llama.cpp", "vllm"]
-HeatPolicy = Literal["head-tail", "head", "tail", "even"]
+HeatPolicy = Literal["head-tail", "head", "tail", "even", "speed"]
 
 
 class Strict(BaseModel):
@@ -396,6 +396,13 @@ class Model(Strict):
         "containers mount that directory read-only"
     )
     profile: Text = Field(description="model profile file, relative to this spec")
+    heat: Text | None = Field(
+        default=None,
+        description="expert heat per MoE layer, relative to this spec: a YAML file "
+        "(schema: 1, source, layers: {N: count}) or a llama-imatrix GGUF with routing "
+        "counts; read by the speed model and by 'experts: {mode: auto, policy: speed}' "
+        "(not given: the architecture's prior, uniform for most)",
+    )
 
 
 class Runtime(Strict):
@@ -470,7 +477,10 @@ class ExpertsAuto(Strict):
 
     mode: Literal["auto"] = "auto"
     policy: HeatPolicy = Field(
-        default="head-tail", description="which expert layers are hottest (seed 001: head-tail)"
+        default="head-tail",
+        description="which expert layers are hottest: head-tail (seed 001), head, tail, "
+        "even, or speed (by the model's heat, models.<id>.heat or its architecture's "
+        "prior: the order that maximises predicted decode speed; ties in head-tail order)",
     )
     max_layers: int | None = Field(
         default=None, ge=0, le=MAX_LAYER + 1, description="at most this many expert layers on GPUs"

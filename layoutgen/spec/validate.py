@@ -10,11 +10,12 @@ errors before type errors).
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from layoutgen.errors import Diagnostic, InvalidInput, Problem, Severity, SpecPath
+from layoutgen.errors import Diagnostic, InvalidInput, Problem, Severity, SpecPath, printable
 from layoutgen.models.checks import check_models
 from layoutgen.models.profile import Profile, load_profile, profile_from_document
 from layoutgen.solve.plan import Plan
@@ -27,6 +28,7 @@ from layoutgen.spec.yamlbounds import MAX_PROFILE_BYTES
 
 if TYPE_CHECKING:
     from layoutgen.render.units import Unit
+    from layoutgen.speed.heat import HeatProfile
 
 
 @dataclass(frozen=True)
@@ -53,9 +55,11 @@ def validate_document(doc: source.Document) -> Validated:
     )
     services = resolve(spec)
     profiles, profile_problems, elsewhere = _profiles(spec, doc)
+    heats, heat_problems = _heats(spec, doc)
     problems = [
         *check(spec, services),
         *profile_problems,
+        *heat_problems,
         *check_models(spec, services, profiles),
         *check_drafts(spec, services, profiles),
     ]
@@ -63,7 +67,7 @@ def validate_document(doc: source.Document) -> Validated:
     if any(d.severity is Severity.ERROR for d in diagnostics):
         raise InvalidInput(diagnostics)
     try:
-        plan = solve(spec, services, profiles, doc.name)
+        plan = solve(spec, services, profiles, doc.name, heats)
     except DoesNotFit as exc:
         raise InvalidInput(diagnostics + [doc.diagnostic(p) for p in exc.problems]) from None
     units, unrenderable = _render_checks(spec, plan, services)
@@ -166,6 +170,48 @@ def _profiles(
         else:
             profiles[mid] = profile
     return profiles, problems, elsewhere
+
+
+def _heats(spec: Spec, doc: source.Document) -> tuple[dict[str, HeatProfile], list[Problem]]:
+    """Each model's expert heat file (``models.<id>.heat``), read when given."""
+    wanted = {mid: m.heat for mid, m in spec.models.items() if m.heat is not None}
+    if not wanted:
+        return {}, []  # the speed package stays unimported
+    from ruamel.yaml.error import YAMLError
+
+    from layoutgen.speed.heat import HeatError, load_imatrix_gguf, load_yaml
+
+    heats: dict[str, HeatProfile] = {}
+    problems: list[Problem] = []
+    for mid, ref in sorted(wanted.items()):
+        path = doc.path.parent / ref
+        where = ("models", mid, "heat")
+        try:
+            if not path.is_file():
+                problems.append(
+                    Problem(
+                        where,
+                        f"models.{mid}.heat: no file {ref!r} (looked for {path}); write a "
+                        "heat YAML (schema: 1, source, layers) or give a llama-imatrix GGUF",
+                    )
+                )
+                continue
+            if path.suffix == ".gguf":
+                heats[mid] = load_imatrix_gguf(path)[0]
+            elif path.stat().st_size > MAX_PROFILE_BYTES:
+                problems.append(
+                    Problem(where, f"models.{mid}.heat: {ref!r} is larger than a heat file can be")
+                )
+            else:
+                heats[mid] = load_yaml(path)
+        except HeatError as exc:
+            problems.append(Problem(where, f"models.{mid}.heat: {exc}"))
+        except (OSError, ValueError, YAMLError, struct.error, IndexError, KeyError) as exc:
+            # unreadable, or not YAML / GGUF at all
+            problems.append(
+                Problem(where, f"models.{mid}.heat: cannot read {ref!r}: {printable(str(exc))}")
+            )
+    return heats, problems
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,8 @@ def together(lanes: Sequence[Lane], bandwidth: float) -> Shared:
         for _ in range(100):
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if asked(mid) > bandwidth else (lo, mid)
+            if hi - lo <= 1e-12 * hi:
+                break  # as close as a double can say
         stretch = hi
     alone = {lane.name: lane.tps for lane in lanes}
     shared = {

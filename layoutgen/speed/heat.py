@@ -36,6 +36,7 @@ Users without an imatrix may write per-layer counts by hand in YAML (``load_yaml
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,10 +82,10 @@ def from_counts(counts: Mapping[int, float], source: str) -> HeatProfile:
     """Normalise per-layer counts (any scale) to mean 1."""
     if not counts:
         raise HeatError(f"{source}: no MoE layers with counts")
-    bad = [layer for layer, c in counts.items() if not c > 0]
+    bad = [layer for layer, c in counts.items() if not (c > 0 and math.isfinite(c))]
     if bad:
         raise HeatError(
-            f"{source}: layer {bad[0]} has count {counts[bad[0]]:g}; counts must be > 0"
+            f"{source}: layer {bad[0]} has count {counts[bad[0]]:g}; counts must be finite and > 0"
         )
     mean = sum(counts.values()) / len(counts)
     return HeatProfile({layer: c / mean for layer, c in sorted(counts.items())}, source)

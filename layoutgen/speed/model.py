@@ -26,8 +26,9 @@ A routed tensor touched by B tokens reads the expected share of distinct experts
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 from layoutgen.speed.heat import UNIFORM, HeatProfile, ramp
 
@@ -61,9 +62,9 @@ class Machine:
         return tuple(m for m in self.memories if m.name != HOST)
 
 
-@dataclass(frozen=True)
-class Chunk:
-    """Weights one layer keeps on one device; routed chunks are one expert tensor."""
+class Chunk(NamedTuple):
+    """Weights one layer keeps on one device; routed chunks are one expert tensor.
+    (A named tuple: a plan's workload makes hundreds a service, each solve.)"""
 
     device: str
     layer: int
@@ -131,29 +132,93 @@ def token_bytes(w: Workload, c: Chunk) -> tuple[float, float]:
 
 def hops(w: Workload) -> int:
     """Device changes along the layer order (dense part, then its routed experts)."""
-    order = sorted(w.chunks, key=lambda c: (c.layer, c.routed, c.device))
-    path: list[str] = []
-    for c in order:
-        if not path or path[-1] != c.device:
-            path.append(c.device)
-    return max(0, len(path) - 1)
+    return _prepared(w).hops
 
 
-def decode(m: Machine, w: Workload, depth: int, k: Constants = DEFAULT) -> Breakdown:
-    """Time of one generated token at context DEPTH."""
+@dataclass(frozen=True)
+class _Prepared:
+    """A workload's per-device totals and its layer path, figured once: moving a few
+    chunks (the marginal and trade questions) then costs only what they touch."""
+
+    nbytes: Mapping[str, float]
+    flops: Mapping[str, float]
+    #: (layer, routed) groups in layer order, and each one's devices, sorted
+    index: Mapping[tuple[int, bool], int]
+    groups: tuple[tuple[Chunk, ...], ...]
+    devices: tuple[tuple[str, ...], ...]
+    hops: int
+
+
+_PREPARED: dict[int, tuple[Workload, _Prepared]] = {}
+
+
+def _path_hops(devices: Sequence[tuple[str, ...]], at: Iterable[int]) -> int:
+    """The hops inside the groups AT and across the boundaries into them and out."""
+    total = 0
+    for i in sorted(set(at)):
+        total += len(devices[i]) - 1
+    for j in sorted({j for i in at for j in (i, i + 1)}):
+        if 0 < j < len(devices) and devices[j - 1][-1] != devices[j][0]:
+            total += 1
+    return total
+
+
+def _prepared(w: Workload) -> _Prepared:
+    hit = _PREPARED.get(id(w))
+    if hit is not None and hit[0] is w:
+        return hit[1]
     nbytes: dict[str, float] = {}
     flops: dict[str, float] = {}
-    for c in w.chunks:
-        b, p = token_bytes(w, c)
-        nbytes[c.device] = nbytes.get(c.device, 0.0) + b
-        flops[c.device] = flops.get(c.device, 0.0) + 2.0 * p
+    grouped: dict[tuple[int, bool], list[Chunk]] = {}
+    share, heat = w.n_expert_used / w.n_expert, w.heat.of
+    for c in w.chunks:  # token_bytes, inlined: this loop is the workload's one pass
+        f = share * heat(c.layer) if c.routed else 1.0
+        nbytes[c.device] = nbytes.get(c.device, 0.0) + c.nbytes * f
+        flops[c.device] = flops.get(c.device, 0.0) + 2.0 * c.params * f
+        grouped.setdefault((c.layer, c.routed), []).append(c)
+    keys = sorted(grouped)
+    groups = tuple(tuple(grouped[k]) for k in keys)
+    devices = tuple(tuple(sorted({c.device for c in g})) for g in groups)
+    n = _path_hops(devices, range(len(devices)))
+    prepared = _Prepared(nbytes, flops, {k: i for i, k in enumerate(keys)}, groups, devices, n)
+    if len(_PREPARED) > 256:
+        _PREPARED.clear()
+    _PREPARED[id(w)] = (w, prepared)  # the workload is held, so its id stays its own
+    return prepared
+
+
+def decode(
+    m: Machine,
+    w: Workload,
+    depth: int,
+    k: Constants = DEFAULT,
+    moved: Sequence[Chunk] = (),
+    to: str = HOST,
+) -> Breakdown:
+    """Time of one generated token at context DEPTH (with the chunks MOVED, members of
+    ``w.chunks``, on device TO instead)."""
+    pre = _prepared(w)
+    nbytes, flops, n = dict(pre.nbytes), dict(pre.flops), pre.hops
+    if moved:
+        ids = {id(c) for c in moved}
+        for c in moved:
+            b, p = token_bytes(w, c)
+            nbytes[c.device] -= b
+            flops[c.device] -= 2.0 * p
+            nbytes[to] = nbytes.get(to, 0.0) + b
+            flops[to] = flops.get(to, 0.0) + 2.0 * p
+        touched = {pre.index[(c.layer, c.routed)] for c in moved}
+        devices = list(pre.devices)
+        for i in touched:
+            devices[i] = tuple(sorted({to if id(c) in ids else c.device for c in pre.groups[i]}))
+        n += _path_hops(devices, touched) - _path_hops(pre.devices, touched)
     for dev, per_token in w.kv_per_token:
         nbytes[dev] = nbytes.get(dev, 0.0) + per_token * depth
     seconds = {}
     for dev, b in nbytes.items():
         mem = m.memory(dev)
-        seconds[dev] = max(b / (m.efficiency * mem.bandwidth), flops.get(dev, 0.0) / mem.flops)
-    n = hops(w)
+        f = max(flops.get(dev, 0.0), 0.0)  # moved away to the last chunk: rounding only
+        seconds[dev] = max(max(b, 0.0) / (m.efficiency * mem.bandwidth), f / mem.flops)
     return Breakdown(seconds, nbytes, n, n * k.hop_latency, k.token_overhead)
 
 
@@ -167,9 +232,11 @@ def prefill_tps(m: Machine, w: Workload, ubatch: int, k: Constants = DEFAULT) ->
     touched = distinct_share(w.n_expert, w.n_expert_used, ubatch)
     offload = ubatch >= k.op_offload_min_batch and bool(m.gpus)
     seconds = 0.0
-    for dev in {c.device for c in w.chunks}:
+    by_device: dict[str, list[Chunk]] = {}
+    for c in w.chunks:
+        by_device.setdefault(c.device, []).append(c)
+    for dev, chunks in by_device.items():
         mem = m.memory(dev)
-        chunks = [c for c in w.chunks if c.device == dev]
         fl = sum(2.0 * token_bytes(w, c)[1] * ubatch for c in chunks)
         if dev == HOST and offload:
             gpu = m.gpus[0]
@@ -288,9 +355,7 @@ def delta_tps(
     m: Machine, w: Workload, depth: int, picked: Sequence[Chunk], to: str, k: Constants = DEFAULT
 ) -> float:
     """Decode t/s after - before moving the chunks PICKED (members of ``w.chunks``) to TO."""
-    ids = {id(c) for c in picked}
-    chunks = tuple(replace(c, device=to) if id(c) in ids else c for c in w.chunks)
-    return decode(m, replace(w, chunks=chunks), depth, k).tps - decode(m, w, depth, k).tps
+    return decode(m, w, depth, k, picked, to).tps - decode(m, w, depth, k).tps
 
 
 def _hottest_that_fit(w: Workload, budget: float) -> list[Chunk]:

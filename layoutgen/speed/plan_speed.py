@@ -28,13 +28,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from layoutgen.errors import Problem, Severity
 from layoutgen.models.profile import Profile
+from layoutgen.models.quants import by_name, known
+from layoutgen.models.tensors import Tensor
 from layoutgen.runtimes.base import Runtime
 from layoutgen.solve.placement import expert_kind, loaded
-from layoutgen.solve.plan import Marginal, ServicePlan, SpeedPlan
+from layoutgen.solve.plan import Marginal, ServicePlan, SpeedPlan, Trade
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import Spec
 from layoutgen.speed import contention, hardware, heat
@@ -47,7 +50,9 @@ from layoutgen.speed.model import (
     Workload,
     decode,
     give_back,
+    marginal_gb,
     next_gib,
+    prefill_tps,
 )
 
 #: The efficiency a machine gets without ``host.efficiency``: the median, rounded, of
@@ -100,35 +105,51 @@ def machine(spec: Spec, rs: ResolvedService) -> Machine | str:
     return Machine(spec.host.name, tuple(mems), efficiency(spec)[0])
 
 
-def workload(sp: ServicePlan, profile: Profile, rt: Runtime, ctx: int) -> Workload:
+def workload(
+    sp: ServicePlan,
+    profile: Profile,
+    rt: Runtime,
+    ctx: int,
+    measured: heat.HeatProfile | None = None,
+) -> Workload:
     """Where each byte a token reads lives (module docstring); CTX: the total context
-    the KV buffers hold (over every slot)."""
+    the KV buffers hold (over every slot); MEASURED: the model's heat file, else the
+    architecture's prior."""
     dev_of = dict(sp.device_of)
     single = {t: d for d, ts in sp.expert_tensors.items() for t in ts}
     expert_dev = {layer: d for d, layers in sp.expert_layers.items() for layer in layers}
-    tensors = loaded(profile, rt)
-    layers = sorted({t.layer for t in tensors if t.layer is not None})
-    on_gpu = [x for x in layers if x in sp.layer_buffer]
+    facts = _facts(loaded(profile, rt))
+    last_layer = facts.last
+    on_gpu = [x for x in sorted(sp.layer_buffer) if x <= last_layer]
     last = dev_of.get(sp.layer_buffer[on_gpu[-1]], HOST) if on_gpu else HOST
+
+    def home(layer: int) -> str:
+        if layer <= last_layer:  # a layer the split does not name stays on the CPU
+            return dev_of.get(sp.layer_buffer.get(layer, ""), HOST)
+        return last  # the output layer
+
     chunks: list[Chunk] = []
-    for t in tensors:
-        if t.name == "token_embd.weight":
-            continue
-        found = expert_kind(t.name)
-        if t.name in sp.moved:
-            dev = dev_of.get(sp.moved[t.name], HOST)
-        elif found is not None and t.name in single:
-            dev = single[t.name]
-        elif found is not None and found[0] in expert_dev:
-            dev = expert_dev[found[0]]
-        elif t.layer is not None:  # a layer the split does not name stays on the CPU
-            dev = dev_of.get(sp.layer_buffer.get(t.layer, ""), HOST)
+    for name, layer, nbytes, params, kind in facts.routed:
+        if name in sp.moved:
+            dev = dev_of.get(sp.moved[name], HOST)
+        elif name in single:
+            dev = single[name]
         else:
-            dev = last
-        params = float(math.prod(t.shape))
-        layer = t.layer if t.layer is not None else (layers[-1] + 1 if layers else 0)
-        kind = f"ffn_{found[1]}_exps" if found is not None else ""
-        chunks.append(Chunk(dev, layer, float(t.nbytes), params, found is not None, kind))
+            dev = expert_dev.get(layer) or home(layer)
+        chunks.append(Chunk(dev, layer, nbytes, params, True, kind))
+    # a layer's other tensors, summed per device: where it is, less what -ot moved
+    dense = {(layer, home(layer)): [b, p] for layer, (b, p) in facts.dense.items()}
+    for name, buf in sp.moved.items():
+        found = facts.dense_tensor.get(name)
+        if found is None:
+            continue
+        layer, b, p = found
+        was, now = (
+            dense[(layer, home(layer))],
+            dense.setdefault((layer, dev_of.get(buf, HOST)), [0.0, 0.0]),
+        )
+        was[0], was[1], now[0], now[1] = was[0] - b, was[1] - p, now[0] + b, now[1] + p
+    chunks += [Chunk(dev, layer, b, p) for (layer, dev), (b, p) in dense.items() if b > 0]
     kv: dict[str, float] = {}
     for buf, part in sp.buffers.items():
         if part.kv and ctx:
@@ -142,14 +163,68 @@ def workload(sp: ServicePlan, profile: Profile, rt: Runtime, ctx: int) -> Worklo
         n_expert_used=hp.n_expert_used or 1,
         kv_per_token=tuple(sorted(kv.items())),
     )
-    return w.with_heat(heat.prior(profile.arch, routed)) if routed else w
+    if not routed:
+        return w
+    return w.with_heat(measured if measured is not None else heat.prior(profile.arch, routed))
+
+
+@dataclass(frozen=True)
+class _Facts:
+    """A profile's loaded tensors as the speed model reads them, figured once: the
+    routed-expert tensors one by one (name, layer, bytes, parameters, kind); every
+    other tensor summed per layer (the output layer as the last + 1), and each one's
+    (layer, bytes, parameters) for those an ``-ot`` rule moves.  The embeddings are
+    left out (looked up, one row a token)."""
+
+    routed: tuple[tuple[str, int, float, float, str], ...]
+    dense: Mapping[int, tuple[float, float]]
+    dense_tensor: Mapping[str, tuple[int, float, float]]
+    last: int
+
+
+_FACTS: dict[int, tuple[tuple[Tensor, ...], _Facts]] = {}
+
+
+def _facts(tensors: tuple[Tensor, ...]) -> _Facts:
+    hit = _FACTS.get(id(tensors))
+    if hit is not None and hit[0] is tensors:
+        return hit[1]
+    layers = sorted({t.layer for t in tensors if t.layer is not None})
+    last = layers[-1] if layers else -1
+    routed = []
+    dense: dict[int, tuple[float, float]] = {}
+    dense_tensor: dict[str, tuple[int, float, float]] = {}
+    for t in tensors:
+        if t.name == "token_embd.weight":
+            continue
+        found = expert_kind(t.name)
+        layer = t.layer if t.layer is not None else last + 1
+        nbytes, params = float(t.nbytes), float(math.prod(t.shape))
+        if found is not None:
+            routed.append((t.name, layer, nbytes, params, f"ffn_{found[1]}_exps"))
+            continue
+        b, p = dense.get(layer, (0.0, 0.0))
+        dense[layer] = (b + nbytes, p + params)
+        dense_tensor[t.name] = (layer, nbytes, params)
+    facts = _Facts(tuple(routed), dense, dense_tensor, last)
+    if len(_FACTS) > 64:
+        _FACTS.clear()
+    _FACTS[id(tensors)] = (tensors, facts)  # held: the id stays this tuple's
+    return facts
 
 
 def service_speed(
-    spec: Spec, rs: ResolvedService, sp: ServicePlan, profile: Profile
+    spec: Spec,
+    rs: ResolvedService,
+    sp: ServicePlan,
+    profile: Profile,
+    measured: heat.HeatProfile | None = None,
+    others: Sequence[tuple[ResolvedService, ServicePlan, Profile]] = (),
 ) -> SpeedPlan | str | None:
     """The service's decode speed at depth = ctx per slot / 2; a reason (str) where it
-    is not modelled; None where the host's bandwidth is not known (nothing to say)."""
+    is not modelled; None where the host's bandwidth is not known (nothing to say).
+    OTHERS: the other services' plans, for what their settings trade against this
+    one's speed on the GPUs they share."""
     if host_bandwidth(spec) is None:
         return None
     if sp.budget is not None:
@@ -160,10 +235,11 @@ def service_speed(
     rt = spec.runtimes[rs.service.runtime].rules()
     ctx = rs.service.ctx or (profile.hparams.n_ctx_train or 0)
     depth = ctx // max(rs.parallel, 1) // 2
-    w = workload(sp, profile, rt, ctx)
+    w = workload(sp, profile, rt, ctx, measured)
     b = decode(m, w, depth)
     marginal: list[Marginal] = []
     back: list[Marginal] = []
+    trades: list[Trade] = []
     if any(c.routed and c.device == HOST for c in w.chunks):
         for gpu in m.gpus:
             for found, out in (
@@ -172,6 +248,7 @@ def service_speed(
             ):
                 if found is not None:
                     out.append(_marginal(found))
+            trades += _trades(m, w, depth, gpu.name, others)
     host_bytes = b.device_bytes.get(HOST, 0.0)
     eta, basis = efficiency(spec)
     return SpeedPlan(
@@ -185,7 +262,76 @@ def service_speed(
         host_seconds=b.device_seconds.get(HOST, 0.0),
         marginal=tuple(marginal),
         give_back=tuple(back),
+        prefill_tps=_prefill(m, w, rs.ubatch),
+        ubatch=rs.ubatch,
+        trades=tuple(trades),
     )
+
+
+def _prefill(m: Machine, w: Workload, ubatch: int) -> float | None:
+    """Prompt tokens per second, where every memory's compute peak (and each GPU's host
+    link) is known: prefill is compute-bound, so without them there is no figure."""
+    known_peaks = all(math.isfinite(mem.flops) for mem in m.memories)
+    if not known_peaks or any(g.pcie <= 0 for g in m.gpus):
+        return None
+    return prefill_tps(m, w, ubatch)
+
+
+#: a cache type one step smaller, for the KV trade (llama.cpp's cache types)
+_SMALLER_CACHE = {"f32": "f16", "f16": "q8_0", "bf16": "q8_0", "q8_0": "q4_0"}
+#: weights one quant step smaller: the next lower of these by bits per weight
+_QUANT_LADDER = ("q8_0", "q6_k", "q5_k", "q4_k", "q3_k")
+
+
+def _dominant_type(profile: Profile) -> str:
+    """The type holding most of the model's bytes."""
+    total: dict[str, int] = {}
+    for t in profile.entries:
+        total[t.type] = total.get(t.type, 0) + t.nbytes
+    return max(sorted(total), key=lambda q: total[q])
+
+
+def _bpw(qtype: str) -> float:
+    q = by_name(qtype)
+    return q.type_size * 8 / q.block_size
+
+
+def _trades(
+    m: Machine,
+    w: Workload,
+    depth: int,
+    gpu: str,
+    others: Sequence[tuple[ResolvedService, ServicePlan, Profile]],
+) -> list[Trade]:
+    """What each other llama.cpp service on GPU would free by one setting one step
+    smaller (its KV cache type, its context halved, its weights one quant step down,
+    each about: bytes scale with the type's bits per element), and the decode t/s
+    this service gains from the hottest host expert tensors that fit in it."""
+    out: list[Trade] = []
+    for rs, sp, profile in others:
+        if sp.budget is not None:
+            continue  # vLLM's budget is its own: not a per-setting trade
+        parts = [p for b, p in sp.buffers.items() if sp.device_of.get(b) == gpu]
+        kv, weights = sum(p.kv for p in parts), sum(p.weights for p in parts)
+        options: list[tuple[str, str, str, float]] = []
+        k, v = rs.cache_type_k, rs.cache_type_v
+        if kv and k in _SMALLER_CACHE and (v == k or v in _SMALLER_CACHE):
+            nk, nv = _SMALLER_CACHE[k], _SMALLER_CACHE.get(v, v)
+            saved = kv / 2 * (1 - _bpw(nk) / _bpw(k)) + kv / 2 * (1 - _bpw(nv) / _bpw(v))
+            options.append(("cache types", f"{k}/{v}", f"{nk}/{nv}", saved))
+        if kv and rs.service.ctx >= 2048:
+            options.append(("ctx", f"{rs.service.ctx:,}", f"{rs.service.ctx // 2:,}", kv / 2))
+        dominant = _dominant_type(profile)
+        if weights and known(dominant):
+            lower = [q for q in _QUANT_LADDER if _bpw(q) < _bpw(dominant) - 0.01]
+            if lower:
+                step = max(lower, key=_bpw)
+                saved = weights * (1 - _bpw(step) / _bpw(dominant))
+                options.append(("quant", dominant, step, saved))
+        for setting, old, new, saved in options:
+            gain, _ = marginal_gb(m, w, depth, gpu, saved)
+            out.append(Trade(rs.name, gpu, setting, old, new, round(saved), gain))
+    return out
 
 
 def _marginal(x: Move) -> Marginal:
@@ -211,6 +357,8 @@ def lanes_warnings(
         for b in names[i + 1 :]:
             if b in clash.get(a, set()) or not contention.overlap(lanes[a], lanes[b]):
                 continue
+            if lanes[a].demand + lanes[b].demand <= bw:
+                continue  # fits together: no warning, nothing to bisect
             pair = contention.together((lanes[a], lanes[b]), bw)
             if pair.over:
                 out.append(
