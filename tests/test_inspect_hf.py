@@ -183,6 +183,7 @@ def test_llama_single_file(tmp_path: Path) -> None:
         "n_ff": 160,
         "vocab": 128,
         "n_ctx_train": 8192,
+        "rope_positions": 8192,  # rope_theta given: vLLM's rotary cache, one row a position
         "dtype": "bfloat16",
     }
     size = (tmp_path / "Llama-3-tiny" / "model.safetensors").stat().st_size

@@ -128,3 +128,41 @@ def test_ik_computes_wkv_b_for_mla_ggufs_without_it(glm: Profile) -> None:
     assert set(created) == set(range(79))  # blk.78 keeps attn_k_b/attn_v_b, so it too
     assert set(created.values()) == {28672 * 512 // 32 * 34}
     assert computed_wkv_b(glm, 1) == {}  # -mla 1 does not use wkv_b
+
+
+def _tied_profile(arch: str = "gemma3") -> Profile:
+    """Two layers, token_embd and no output.weight: the output is tied to it."""
+    from layoutgen.models.profile import HParams
+    from layoutgen.models.quants import tensor_nbytes
+    from layoutgen.models.tensors import Folded
+
+    def entry(name: str, qtype: str, shape: tuple[int, ...]) -> Folded:
+        return Folded(name, qtype, shape, tensor_nbytes(qtype, shape))
+
+    entries = (
+        entry("token_embd.weight", "q8_0", (256, 1024)),
+        entry("blk.{0..1}.attn_q.weight", "q8_0", (256, 256)),
+        entry("output_norm.weight", "f32", (256,)),
+    )
+    hp = HParams(n_layer=2, n_embd=256, n_head=2, n_head_kv=2, vocab=1024)
+    return Profile("tied", arch, "test", hp, entries)
+
+
+def test_a_tied_output_is_copied_to_the_output_gpu() -> None:
+    """llama.cpp's loader makes the output from token_embd (TENSOR_DUPLICATED) in the
+    output layer's buffer when the GGUF has no output.weight: a second copy on the GPU
+    (ik discussion 334: gemma3 27B's 1,102.77 MiB token_embd again on CUDA0).  With the
+    output on the host (CPU only) both are one tensor; an encoder has no output."""
+    from layoutgen import runtimes
+
+    rt = runtimes.get("llama.cpp")
+    p = _tied_profile()
+    embd = next(t.nbytes for t in p.tensors() if t.name == "token_embd.weight")
+    gpu = place_weights(p, rt, {0: "CUDA0", 1: "CUDA0"}, {}, "CPU", "CUDA0")
+    cpu = place_weights(p, rt, {}, {}, "CPU", None)
+    assert gpu.buffers["CPU"] == embd
+    layers_and_norm = sum(t.nbytes for t in p.tensors() if t.name != "token_embd.weight")
+    assert gpu.buffers["CUDA0"] == layers_and_norm + embd
+    assert cpu.buffers == {"CPU": sum(t.nbytes for t in p.tensors())}
+    bert = place_weights(_tied_profile("bert"), rt, {0: "CUDA0", 1: "CUDA0"}, {}, "CPU", "CUDA0")
+    assert bert.buffers["CUDA0"] == layers_and_norm

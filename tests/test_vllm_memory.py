@@ -41,6 +41,7 @@ from layoutgen.runtimes.vllm_memory import (
     kv_needed_one_request,
     non_torch_estimate,
     plan_memory,
+    rope_cache_bytes,
     version_tuple,
 )
 
@@ -79,6 +80,8 @@ def model_of(record: dict[str, Any]) -> VllmModel:
         dtype_bytes=m["dtype_bytes"],
         moe_intermediate_size=m.get("moe_intermediate_size", 0),
         moe_top_k=m.get("moe_top_k", 0),
+        rope_positions=m.get("rope_positions", 0),
+        rotary_dim=m["head_dim"] if m.get("rope_positions") else 0,
     )
 
 
@@ -163,7 +166,7 @@ WITH_KV = [p for p in LOGS if _prints_kv(p)]
 
 def test_most_logs_check_weights_and_kv() -> None:
     """Parametrized on the logs that print each figure (no skips): most do."""
-    assert len(WEIGHED) >= 7 and len(WITH_KV) >= 10
+    assert len(WEIGHED) >= 10 and len(WITH_KV) >= 10  # issue 17: weights on 10 logs
 
 
 @pytest.mark.parametrize("path", WEIGHED, ids=lambda p: p.stem)
@@ -351,3 +354,39 @@ def test_version_tuple() -> None:
     assert version_tuple("0.19.2rc1") == (0, 19, 2)  # seed 004: a pre-release keeps its patch
     with pytest.raises(ValueError, match="not a vLLM version"):
         version_tuple("latest")
+
+
+def test_the_rope_cache_is_counted_once_per_rank_from_the_config() -> None:
+    """vLLM's get_rope builds one cos/sin cache (positions x rotary width, activation
+    dtype) registered on the model: Llama-3.1's 131072 x 128 x 2 = 32 MiB is the 0.031
+    GiB each Llama-3.1 log carries beyond its checkpoint; YaRN scales the original
+    context; GPT-2 (no rope_theta) has none.  Not split by tensor parallelism."""
+    from layoutgen.models.hf_hparams import facts
+
+    llama = {
+        "model_type": "llama",
+        "max_position_embeddings": 131072,
+        "rope_theta": 500000.0,
+        "rope_scaling": {"rope_type": "llama3", "factor": 8.0},
+    }
+    yarn = {
+        "model_type": "qwen3",
+        "max_position_embeddings": 40960,
+        "rope_theta": 1000000.0,
+        "rope_scaling": {
+            "rope_type": "yarn",
+            "factor": 4.0,
+            "original_max_position_embeddings": 32768,
+        },
+    }
+    gpt2 = {"model_type": "gpt2", "max_position_embeddings": 1024}
+    assert facts(llama, "c").fields.get("rope_positions") == 131072
+    assert facts(yarn, "c").fields.get("rope_positions") == 131072
+    assert facts(gpt2, "c").fields.get("rope_positions") is None
+    base = replace(model_of(load(LOGS[0])), rope_positions=0, rotary_dim=0)
+    one = replace(base, rope_positions=131072, rotary_dim=128)
+    assert rope_cache_bytes(one) == 32 * 2**20
+    for tp in (1, 2, 4):
+        svc = replace(service_of(load(LOGS[0])), tensor_parallel_size=tp)
+        with_rope = plan_memory(one, svc, refuse=False).weights.bytes
+        assert with_rope - plan_memory(base, svc, refuse=False).weights.bytes == 32 * 2**20

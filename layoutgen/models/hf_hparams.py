@@ -160,6 +160,7 @@ def facts(config: dict[str, Any], where: str) -> ConfigFacts:
         f["leading_dense"] = c.whole(("first_k_dense_replace",), 0, top, [])
     f["vocab"] = c.whole(("vocab_size",), 0, MAX_WIDTH, miss)
     f["n_ctx_train"] = c.whole(("max_position_embeddings",), 0, MAX_TOKENS, miss)
+    f["rope_positions"] = _rope_positions(c, f["n_ctx_train"])
     _layers(c, out, out.n_hidden)
     f["dtype"] = c.name("torch_dtype", c.raw("torch_dtype") or c.raw("dtype"))
     quant = config.get("quantization_config")
@@ -168,6 +169,22 @@ def facts(config: dict[str, Any], where: str) -> ConfigFacts:
     out.defaults.extend(f"{u} (transformers' default for {c.model_type})" for u in c.used)
     out.fields = {k: v for k, v in f.items() if v is not None}
     return out
+
+
+def _rope_positions(c: _Config, trained: int | None) -> int | None:
+    """Rows of vLLM's rotary cos/sin cache (``get_rope``: one cache, every layer): the
+    trained context, or with YaRN the original context x the factor.  None for a
+    model without rotary embeddings (no ``rope_theta``, no ``rope_scaling``)."""
+    scaling = c.raw("rope_scaling")
+    if c.raw("rope_theta") is None and not isinstance(scaling, dict):
+        return None
+    if isinstance(scaling, dict) and (scaling.get("rope_type") or scaling.get("type")) == "yarn":
+        original, factor = scaling.get("original_max_position_embeddings"), scaling.get("factor")
+        if isinstance(original, int) and isinstance(factor, int | float) and factor >= 1:
+            rows = int(original * float(factor))
+            if 0 < rows <= MAX_TOKENS * 16:
+                return rows
+    return trained
 
 
 def _head_sizes(c: _Config, out: ConfigFacts) -> None:

@@ -159,6 +159,11 @@ class HParams(_Strict):
     ssm_time_step_rank: Count | None = None
     vocab: Count | None = None
     n_ctx_train: Count | None = None
+    rope_positions: Count | None = Field(
+        None,
+        description="safetensors: positions of the rotary cos/sin cache vLLM builds "
+        "(max_position_embeddings; YaRN: original_max_position_embeddings x factor)",
+    )
     dtype: str | None = Field(
         None,
         pattern=_PLAIN_NAME,

@@ -259,6 +259,8 @@ def vllm_model(profile: Profile, tp: int, *, mtp: bool = False) -> vm.VllmModel:
         moe_top_k=hp.n_expert_used or 0 if hp.n_expert else 0,
         n_head=heads,
         lora_embeddings=profile.arch in LORA_EMBEDDING_ARCHS,
+        rope_positions=hp.rope_positions or 0,
+        rotary_dim=(hp.rope_dim or k) if hp.rope_positions else 0,
     )
 
 

@@ -112,6 +112,10 @@ class VllmModel:
     moe_top_k: int = 0
     n_head: int = 0  #: attention (query) heads, for the LoRA slots of q and o
     lora_embeddings: bool = False  #: the model class lists embedding_modules (Llama)
+    #: the rotary embedding's cos/sin cache: rows and width (``get_rope`` builds one, in
+    #: the activation dtype, on every rank: not split by TP); 0 without rotary
+    rope_positions: int = 0
+    rotary_dim: int = 0
 
     @property
     def is_mla(self) -> bool:
@@ -338,6 +342,14 @@ def cudagraph_in_budget(service: VllmService) -> bool:
     return version_tuple(service.version) >= (0, 20) and not service.enforce_eager
 
 
+def rope_cache_bytes(model: VllmModel) -> int:
+    """The ``cos_sin_cache`` buffer vLLM's RotaryEmbedding registers on the model, so
+    "Model loading took" counts it: positions x rotary width x 2 bytes (bf16/fp16
+    activations).  Llama-3.1-8B: 131072 x 128 x 2 = 32 MiB, the 0.031 GiB every
+    Llama-3.1 log shows beyond the checkpoint."""
+    return model.rope_positions * model.rotary_dim * 2
+
+
 def plan_memory(model: VllmModel, service: VllmService, *, refuse: bool = True) -> VllmMemory:
     """Every term of one worker's budget; raises KvCacheRefused when vLLM would refuse."""
     tp = service.tensor_parallel_size
@@ -346,7 +358,7 @@ def plan_memory(model: VllmModel, service: VllmService, *, refuse: bool = True) 
     else:
         requested = math.ceil(service.gpu_total_bytes * service.gpu_memory_utilization)
         budget = Term(requested, Basis.EXACT)
-    weights = Term(math.ceil(model.weights_bytes / tp), Basis.EXACT)
+    weights = Term(math.ceil(model.weights_bytes / tp) + rope_cache_bytes(model), Basis.EXACT)
     activation = Term(activation_estimate(model, service), Basis.ESTIMATED)
     non_torch = Term(non_torch_estimate(service), Basis.UPPER_BOUND)
     graphs = Term(cudagraph_estimate(model, service), Basis.ESTIMATED)

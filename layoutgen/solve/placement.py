@@ -172,6 +172,14 @@ def place_weights(
         else:
             buf = output_device or host
         put(names, nbytes, buf)
+    tied = tied_output(profile)
+    if tied and output_device is not None and output_device != host:
+        # no output.weight: the loader makes the output from token_embd
+        # (TENSOR_DUPLICATED) in the output layer's buffer, a copy beside the one
+        # in host RAM (llama-model-loader.cpp create_tensor; gemma3 27B on one GPU:
+        # 1,102.77 MiB more on CUDA0, ik discussion 334)
+        buffers[output_device] = buffers.get(output_device, 0) + sizes["token_embd.weight"]
+        count[output_device] = count.get(output_device, 0) + 1
     for name, pin in (pinned or {}).items():  # single tensors an -ot rule moves
         old = tensor_buffer.get(name)
         if old is None:
@@ -182,6 +190,20 @@ def place_weights(
             del buffers[old], count[old]
         put((name,), sizes[name], expert_home if pin == HOST else pin)
     return Weights(tensor_buffer, dict(sorted(buffers.items())), skipped)
+
+
+#: architectures without a language-model head: nothing is made from token_embd
+_NO_LM_HEAD = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "t5encoder"})
+
+
+@functools.lru_cache(maxsize=64)
+def tied_output(profile: Profile) -> bool:
+    """Whether the model ties its output to the embeddings (no ``output.weight``): the
+    runtime then builds the output from ``token_embd`` where the output layer lives."""
+    if profile.arch in _NO_LM_HEAD:
+        return False
+    names = {t.name for t in profile.tensors()}
+    return "token_embd.weight" in names and "output.weight" not in names
 
 
 #: a run of tensors that go to one buffer together: (kind, layer or -1, names, bytes);

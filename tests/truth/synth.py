@@ -95,6 +95,7 @@ def hparams(arch: str, hp: Mapping[str, Any]) -> HParams:
         swa_layers=swa_layers,
         vocab=get("n_vocab"),
         n_ctx_train=get("n_ctx_train"),
+        nextn_layers=get("nextn_predict_layers"),
     )
 
 
@@ -137,7 +138,8 @@ def profile(record: Mapping[str, Any]) -> Profile:
         if not getattr(hp, need):
             raise NotExpressible(f"the log prints no {need}")
     qtype = matrix_type(record.get("logged") or "")
-    tensors = [_retyped(t, model.get("types") or {}) for t in _tensors(arch, hp, qtype)]
+    split = bool(model.get("mla_kv_b_split"))
+    tensors = [_retyped(t, model.get("types") or {}) for t in _tensors(arch, hp, qtype, split)]
     return Profile(
         name=str(model.get("name") or record["id"]),
         arch=arch,
@@ -161,7 +163,9 @@ def _t(name: str, shape: tuple[int, ...], qtype: str) -> Tensor:
     return Tensor(name, qtype, shape, tensor_nbytes(qtype, shape))
 
 
-def _tensors(arch: str, hp: HParams, q: str):
+def _tensors(arch: str, hp: HParams, q: str, split: bool = False):
+    """SPLIT: an MLA GGUF that holds attn_k_b and attn_v_b beside attn_kv_b (ik's early
+    MLA conversions; the record's ``model.mla_kv_b_split: true``)."""
     e, vocab = hp.n_embd or 0, hp.vocab or 0
     yield _t("token_embd.weight", (e, vocab), q)
     yield _t("output_norm.weight", (e,), q)
@@ -170,7 +174,7 @@ def _tensors(arch: str, hp: HParams, q: str):
     for il in range(hp.n_layer):
         p = f"blk.{il}."
         yield _t(p + "attn_norm.weight", (e,), q)
-        yield from _attention(arch, hp, il, q)
+        yield from _attention(arch, hp, il, q, split)
         yield _t(p + "ffn_norm.weight", (e,), q)
         moe = arch in MOE and il >= (hp.leading_dense or 0)
         if not moe:
@@ -193,7 +197,7 @@ def _tensors(arch: str, hp: HParams, q: str):
             yield _t(p + "exp_probs_b.bias", (n,), "f32")
 
 
-def _attention(arch: str, hp: HParams, il: int, q: str):
+def _attention(arch: str, hp: HParams, il: int, q: str, split: bool = False):
     p, e = f"blk.{il}.", hp.n_embd or 0
     n_head = hp.n_head if isinstance(hp.n_head, int) else 0
     n_kv = hp.n_head_kv if isinstance(hp.n_head_kv, int) else n_head
@@ -210,10 +214,10 @@ def _attention(arch: str, hp: HParams, il: int, q: str):
             yield _t(p + "attn_q.weight", (e, n_head * qk), q)
         yield _t(p + "attn_kv_a_norm.weight", (rank,), q)
         yield _t(p + "attn_kv_a_mqa.weight", (e, rank + rope), q)
-        if n_kv == 1:  # converted for MLA (since April 2025): k_b and v_b split
+        if n_kv == 1 or split:  # converted for MLA (since April 2025): k_b and v_b split
             yield _t(p + "attn_k_b.weight", (qk - rope, rank, n_head), q)
             yield _t(p + "attn_v_b.weight", (rank, v, n_head), q)
-        else:
+        if n_kv != 1:
             yield _t(p + "attn_kv_b.weight", (rank, n_head * (qk - rope + v)), q)
         yield _t(p + "attn_output.weight", (n_head * v, e), q)
         return
