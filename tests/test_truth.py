@@ -131,6 +131,54 @@ def test_compute_buffers_outside_15_percent_are_the_known_ones(
     assert far >= KNOWN_FAR, f"fixed, remove from KNOWN_FAR: {sorted(KNOWN_FAR - far)}"
 
 
+#: Logged weight buffers more than 0.5 % from the plan, each for a reason the spec or
+#: the record cannot carry today; strict both ways, as KNOWN_FAR.
+KNOWN_WEIGHTS_OFF = {
+    # no type counts in the log and no published recipe: every matrix gets the type
+    # nearest the log's bits per weight (pr616 also holds attn_k_b/v_b, i398 is an
+    # unpublished unsloth UD mix, d357 an unpublished ArtusDev mix)
+    *(
+        ("ghx-ik-deepseek2-pr616-magikrukkola-kimik2-2x3090-amb512", b)
+        for b in ("CPU", "CUDA0", "CUDA1")
+    ),
+    *(
+        ("ik-deepseek2-i756-lissanro-kimik2-4gpu-mla3-ub4096", b)
+        for b in ("CPU", "CUDA0", "CUDA1", "CUDA2", "CUDA3")
+    ),
+    ("ghx-ik-qwen3moe-i398-pt13762104-2xt4-ncopies4", "CUDA0"),
+    ("ghx-ik-qwen3moe-i398-pt13762104-2xt4-ncopies4", "CUDA1"),
+    ("ghx-ik-qwen3moe-d357-aessedai-cpu-iq6k-rtr", "CPU"),
+    # with mmap a CPU_Mapped buffer is the mapped span of a GGUF split, from its first
+    # host tensor to its last, GPU tensors stored between them included; the plan
+    # counts the host tensors
+    ("ghx-ik-deepseek2-pr400-ikawrakow-v25-4080-mla3-q8kv", "CPU"),
+    ("mainline-qwen3moe-ik370-aessedai-2x3090-ot", "CPU_Mapped"),
+    # ik with -rtr on the CPU alone keeps the tied output as a second (repacked) copy
+    # of token_embd (+1,102.77 MiB); the plan copies a tied output to GPUs only
+    ("ghx-ik-gemma3-i539-jagusztinl-arm-cpu-rtr-131k", "CPU"),
+    # mainline before PR #14990 (2025-07-31) put tensors that -ot sends to the CPU in a
+    # plain CPU buffer without mmap, token_embd in CUDA_Host; since then (and in the
+    # build layoutgen reads, b11434) both go to CUDA_Host as planned.  The PR's build
+    # number is not known here, so the change is not a dated rule yet
+    ("mainline-qwen3moe-ik357-ubergarm-a6000-q8", "CPU"),
+    ("mainline-qwen3moe-ik357-ubergarm-a6000-q8", "CUDA_Host"),
+    ("mainline-qwen3moe-ik370-ubergarm-a6000-q8kv", "CPU"),
+    ("mainline-qwen3moe-ik370-ubergarm-a6000-q8kv", "CUDA_Host"),
+    # a Sapphire Rapids host's AMX buffer (a repacked copy), which host.cpu.isa cannot say
+    ("ghx-main-deepseek2-i285-ubergarm-r1-q8-cpu-amx", "AMX"),
+}
+
+
+def test_weights_outside_half_a_percent_are_the_known_ones(
+    outcomes: list[table.Outcome],
+) -> None:
+    rows = [(o.id, r) for o, r in table.rows_of(outcomes) if r.field == "weights" and r.logged]
+    off = {(i, r.buffer) for i, r in rows if r.error is None or abs(r.error) > 0.005}
+    assert off - KNOWN_WEIGHTS_OFF == set(), "new weight buffers more than 0.5 % off"
+    assert off >= KNOWN_WEIGHTS_OFF, f"fixed, remove: {sorted(KNOWN_WEIGHTS_OFF - off)}"
+    assert len(rows) - len(off) >= 46
+
+
 def test_host_side_compute_follows_the_logs_to_the_mib(outcomes: list[table.Outcome]) -> None:
     """ik's CUDA_Host compute (mask, embeddings' rows, host experts' activations) is
     reproduced to 1 % on one GPU (several GPUs may add pipeline copies, which

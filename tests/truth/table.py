@@ -452,6 +452,7 @@ class Summary:
     compute: tuple[int, int, int]  # within ±15 %, below -15 %, of
     totals: tuple[int, int]  # within ±3 %, of
     worst_compute: float | None
+    weights: tuple[int, int] = (0, 0)  # within ±0.5 %, of
 
 
 def summarize(outcomes: list[Outcome]) -> Summary:
@@ -465,7 +466,7 @@ def summarize(outcomes: list[Outcome]) -> Summary:
             if r.field == kind and r.logged
         ]
 
-    kv, cp, tot = errors("kv"), errors("compute"), errors("total")
+    kv, cp, tot, wt = errors("kv"), errors("compute"), errors("total"), errors("weights")
     return Summary(
         records=len(outcomes),
         expressible=len(ok),
@@ -473,6 +474,7 @@ def summarize(outcomes: list[Outcome]) -> Summary:
         compute=(sum(abs(e) <= 0.15 for e in cp), sum(e < -0.15 for e in cp), len(cp)),
         totals=(sum(abs(e) <= 0.03 for e in tot), len(tot)),
         worst_compute=min(cp, default=None),
+        weights=(sum(abs(e) <= 0.005 for e in wt), len(wt)),
     )
 
 
@@ -486,6 +488,9 @@ def markdown(outcomes: list[Outcome]) -> str:
         f"{s.records} public start-up logs (tests/truth/records), {s.expressible} expressible "
         "as a spec today:",
         "",
+        f"- weights within ±0.5 %: {s.weights[0]} of {s.weights[1]} buffers (a log prints "
+        "type counts, not each tensor's type: records pin the types their counts or the "
+        "quantizer's recipe say, `model.types`)",
         f"- KV within ±1 %: {s.kv[0]} of {s.kv[1]} buffers",
         f"- compute within ±15 %: {s.compute[0]} of {s.compute[2]} buffers; "
         f"below -15 % (the OOM side): {s.compute[1]}; worst {_pct(s.worst_compute)}",
@@ -499,7 +504,7 @@ def markdown(outcomes: list[Outcome]) -> str:
         if o.reason is not None:
             lines.append(
                 f"| {o.id} | {o.runtime} | {o.build or '-'} | {o.arch} | {o.gpus} | | | "
-                f"not expressible: {o.reason} |"
+                f"{'' if o.reason.startswith('refused') else 'not expressible: '}{o.reason} |"
             )
             continue
         kv = ", ".join(f"{r.buffer} {_pct(r.error)}" for r in o.rows if r.field == "kv")
