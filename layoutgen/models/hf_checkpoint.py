@@ -89,6 +89,9 @@ def _inspect(root: Path) -> Profile:
     known = facts(config, str(root / CONFIG))
     files, weight_map = _shards(root, allowed)
     counts = Counter(weight_map.values()) if weight_map is not None else Counter()
+    by_file: dict[str, set[str]] = {}
+    for tensor, shard in (weight_map or {}).items():
+        by_file.setdefault(shard, set()).add(tensor)
     groups: dict[_Key, list[int]] = {}
     singles: list[Folded] = []
     deepest = (-1, "")
@@ -101,13 +104,16 @@ def _inspect(root: Path) -> Profile:
         _inside(root / file, shown, allowed)
         header = read_header(root / file, shown)
         sizes.append(ModelFile(file, header.file_size))
-        here = 0
+        if weight_map is not None:  # else a single file: JSON names are unique
+            listed = by_file.get(file, set())
+            names = [t[0] for t in header.tensors]
+            if not listed.issuperset(names):  # the slow way, for the message
+                for name in names:
+                    if weight_map.get(name) != file:
+                        _unlisted(root, file, name, weight_map, unlisted)
+            if len(listed.intersection(names)) != counts[file]:
+                _absent(root, file, weight_map, set(names))
         for name, dtype, shape, nbytes in header.tensors:
-            if weight_map is not None:  # else a single file: JSON names are unique
-                if weight_map.get(name) == file:
-                    here += 1
-                else:
-                    _unlisted(root, file, name, weight_map, unlisted)
             m = match(name)
             if m is None:
                 if name.startswith("blk."):
@@ -128,8 +134,6 @@ def _inspect(root: Path) -> Profile:
             if layer > deepest[0]:
                 deepest = (layer, name)
         count += len(header.tensors)
-        if weight_map is not None and here != counts[file]:
-            _absent(root, file, weight_map, {t[0] for t in header.tensors})
     if not count:
         raise SafetensorsError(f"{root}: the checkpoint holds no tensors")
     if count > MAX_TENSORS:

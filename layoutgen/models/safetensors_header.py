@@ -103,7 +103,10 @@ def read_header(path: Path, shown: str | None = None) -> SafetensorsHeader:
         raise SafetensorsError(f"{where}: is {exc.kind}, not a regular file") from None
     except OSError as exc:
         raise SafetensorsError(f"{where}: cannot read: {exc.strerror or exc}") from None
-    tensors = _tensors(where, _document(where, raw))
+    # With no JSON true/false in the header and floats kept as text, a shape's tuple
+    # is a safe cache key (True == 1 and 1.0 == 1 would alias a valid shape)
+    exact = b"true" not in raw and b"false" not in raw
+    tensors = _tensors(where, _document(where, raw), exact)
     end = 8 + length + sum(t[3] for t in tensors)
     if end != size:
         last = f"tensor {tensors[-1][0]!r}" if tensors else "the header"
@@ -118,11 +121,28 @@ def read_header(path: Path, shown: str | None = None) -> SafetensorsHeader:
     return SafetensorsHeader(path, tensors, size)
 
 
-def json_object(where: str, raw: bytes, *, what: str = "", noun: str = "a JSON object") -> Any:
+class _FloatText(str):
+    """A JSON number with a fraction or exponent, kept as its text: never a dimension
+    (and shown as the number it was written as)."""
+
+    def __repr__(self) -> str:
+        return str.__str__(self)
+
+
+def json_object(
+    where: str,
+    raw: bytes,
+    *,
+    what: str = "",
+    noun: str = "a JSON object",
+    floats_as_text: bool = False,
+) -> Any:
     """``raw`` as a JSON object, or a one-line error naming ``where``: ``what`` leads
-    each complaint ("the header is "), ``noun`` says what the object should be."""
+    each complaint ("the header is "), ``noun`` says what the object should be;
+    ``floats_as_text``: numbers with a fraction stay text (a header has none)."""
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        doc = json.loads(text, parse_float=_FloatText) if floats_as_text else json.loads(text)
     except UnicodeDecodeError:
         raise SafetensorsError(f"{where}: {what}not UTF-8 text") from None
     except RecursionError:
@@ -136,7 +156,7 @@ def json_object(where: str, raw: bytes, *, what: str = "", noun: str = "a JSON o
 
 def _document(where: str, raw: bytes) -> dict[str, Any]:
     doc: dict[str, Any] = json_object(
-        where, raw, what="the header is ", noun="a JSON object of tensors"
+        where, raw, what="the header is ", noun="a JSON object of tensors", floats_as_text=True
     )
     meta = doc.pop("__metadata__", None)
     if meta is not None and not (
@@ -150,7 +170,7 @@ def _document(where: str, raw: bytes) -> dict[str, Any]:
     return doc
 
 
-def _tensors(where: str, doc: dict[str, Any]) -> tuple[STensor, ...]:
+def _tensors(where: str, doc: dict[str, Any], exact: bool = False) -> tuple[STensor, ...]:
     """The tensors in data order, each checked; offsets contiguous from 0.
 
     Hot: a checkpoint has up to ~100,000 tensors, so names are checked in one
@@ -166,8 +186,9 @@ def _tensors(where: str, doc: dict[str, Any]) -> tuple[STensor, ...]:
                     f"{where}: tensor name {name[:80]!a} is not 1 to {NAME_MAX} printable "
                     "ASCII characters without spaces or braces"
                 )
-    # (dtype, str(shape)) -> (dtype, shape, bytes): str() of a list tells 1 from 1.0 and true
-    sized: dict[tuple[Any, str], tuple[str, tuple[int, ...], int]] = {}
+    # (dtype, shape as a tuple, or its str() where the header has true/false) -> (dtype,
+    # shape, bytes): floats are text here, so neither 1.0 nor true can alias a valid 1
+    sized: dict[tuple[Any, Any], tuple[str, tuple[int, ...], int]] = {}
     out: list[STensor] = []
     at = 0  # where the data so far ends, in header order
     in_order = True
@@ -182,8 +203,11 @@ def _tensors(where: str, doc: dict[str, Any]) -> tuple[STensor, ...]:
             raise SafetensorsError(
                 f"{where}: tensor {name!r} is not an object of dtype, shape and data_offsets"
             ) from None
-        key = (dtype, str(shape) if type(shape) is list else "")
-        known = sized.get(key) if type(dtype) is str else None
+        try:
+            key = (dtype, (tuple(shape) if exact else str(shape)) if type(shape) is list else "")
+            known = sized.get(key) if type(dtype) is str else None
+        except TypeError:  # a list inside the shape: not hashable, and not a shape
+            key, known = (dtype, str(shape)), None
         if known is None:
             known = sized[key] = _size(where, name, dtype, shape)
         begin, end = offsets if type(offsets) is list and len(offsets) == 2 else (None, None)

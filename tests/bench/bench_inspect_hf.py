@@ -5,8 +5,9 @@ with their own gate/up/down tensors: ~37,000 tensors, 438 GiB) written as
 real safetensors headers with sparse data regions, beside a config.json and
 an index.  The baseline is ``inspect`` of the same model as an 8-shard GGUF
 of the same size (experts fused per layer, as GGUF stores them; real headers
-by GGUFWriter, data sparse).  Each runs in its own subprocess; reported are
-wall time and peak RSS (``ru_maxrss`` of that subprocess), median of 5.
+by GGUFWriter, data sparse).  Each runs in its own subprocess, the two
+interleaved 11 times (a slow moment of the machine falls on both); reported
+are the median wall time and the peak RSS (``ru_maxrss`` of that subprocess).
 Target (issue 17): HF <= 1.5x the GGUF time and <= 64 MB.  Run:
 ``.venv/bin/python tests/bench/bench_inspect_hf.py``.
 """
@@ -157,16 +158,31 @@ def build_gguf(directory: Path) -> list[Path]:
     return write_model(directory / "Q.gguf", "qwen3moe", kv, specs, split_max_tensors=per)
 
 
-def measure(argv: list[str]) -> tuple[int, float, float, str]:
-    runs = []
+def _once(argv: list[str]) -> tuple[int, float, float, str]:
+    out = subprocess.run(
+        [sys.executable, "-c", _MEASURE, *argv], capture_output=True, text=True, check=True
+    ).stdout.rstrip("\n")
+    rc, dt, rss, *err = out.split("\t", 3)
+    return int(rc), float(dt), float(rss), err[0] if err else ""
+
+
+def measure(*argvs: list[str]) -> list[tuple[int, float, float, str]]:
+    """Each command RUNS times, interleaved (a, b, a, b, ...) so that a slow moment of
+    the machine falls on both: per command, the worst exit code, the median time, the
+    peak RSS and the last error."""
+    runs: list[list[tuple[int, float, float, str]]] = [[] for _ in argvs]
     for _ in range(RUNS):
-        out = subprocess.run(
-            [sys.executable, "-c", _MEASURE, *argv], capture_output=True, text=True, check=True
-        ).stdout.rstrip("\n")
-        rc, dt, rss, *err = out.split("\t", 3)
-        runs.append((int(rc), float(dt), float(rss), err[0] if err else ""))
-    rc = max(r[0] for r in runs)
-    return rc, statistics.median(r[1] for r in runs), max(r[2] for r in runs), runs[-1][3]
+        for i, argv in enumerate(argvs):
+            runs[i].append(_once(argv))
+    return [
+        (
+            max(r[0] for r in rs),
+            statistics.median(r[1] for r in rs),
+            max(r[2] for r in rs),
+            rs[-1][3],
+        )
+        for rs in runs
+    ]
 
 
 def main() -> None:
@@ -178,8 +194,10 @@ def main() -> None:
         hf_size = build_hf(hf) / 2**30
         paths = build_gguf(gg)
         gguf_size = sum(p.stat().st_size for p in paths) / 2**30
-        rc, dt, rss, err = measure([*cli, str(hf), "-o", str(Path(tmp) / "hf.yaml")])
-        grc, gdt, grss, gerr = measure([*cli, str(paths[0]), "-o", str(Path(tmp) / "g.yaml")])
+        (rc, dt, rss, err), (grc, gdt, grss, gerr) = measure(
+            [*cli, str(hf), "-o", str(Path(tmp) / "hf.yaml")],
+            [*cli, str(paths[0]), "-o", str(Path(tmp) / "g.yaml")],
+        )
         status = "" if rc == 0 else f" [exit {rc}: {err}]"
         gstatus = "" if grc == 0 else f" [exit {grc}: {gerr}]"
         print(
