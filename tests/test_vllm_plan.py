@@ -413,3 +413,37 @@ def test_the_ctx_a_refusal_suggests_fits(tmp_path: Path) -> None:
     fits = int(re.search(r"write ctx: (\d+) or less", message)[1])
     spec.write_text(text.replace(marker, f"    ctx: {fits}", 1))
     validate_file(spec, "tower.yaml")  # the suggestion holds
+
+
+VISION = (
+    "  - {name: vision_model.patch_embedding.weight, type: bf16, shape: [1280, 3, 14, 14], "
+    "bytes: 1505280}\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("args", "ok"),
+    [
+        ("", False),
+        ("    args: [--limit-mm-per-prompt, '{\"image\": 1}']\n", False),
+        ("    args: [--limit-mm-per-prompt, '{\"image\": 0}']\n", True),
+        ("    args: ['--limit-mm-per-prompt=image=0,video=0']\n", True),
+    ],
+    ids=["none", "one-image", "json-zero", "pairs-zero"],
+)
+def test_a_multimodal_checkpoint_is_planned_text_only(tmp_path: Path, args: str, ok: bool) -> None:
+    """vLLM's profiling run also encodes dummy images through a vision tower, which the
+    activation estimate does not size (Llama-3.2-11B-Vision's log, tests/vllm_logs): a
+    checkpoint with encoder tensors is refused unless every modality is limited to 0."""
+    (tmp_path / "tiny.yaml").write_text(PROFILE + VISION)
+    path = tmp_path / "spec.yaml"
+    path.write_text(spec_text(CHAT + args))
+    if ok:
+        validate_file(path, "spec.yaml")
+        return
+    with pytest.raises(InvalidInput) as exc:
+        validate_file(path, "spec.yaml")
+    (err,) = [d.gcc() for d in exc.value.diagnostics if d.severity.name == "ERROR"]
+    assert err.startswith("spec.yaml:") and "services.chat.model:" in err
+    assert "carries a multimodal encoder (1 MiB of vision/audio tensors)" in err
+    assert "--limit-mm-per-prompt" in err

@@ -375,6 +375,17 @@ def _budgeted(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterator[Pr
             "DeltaNet (no ssm group count or time-step rank), whose vLLM state layoutgen "
             "cannot size yet",
         )
+    encoder = multimodal_bytes(profile)
+    if encoder and not text_only(rs.service.args):
+        yield Problem(
+            (*base, "model"),
+            f"services.{name}.model: model {mid!r} carries a multimodal encoder "
+            f"({encoder / 2**20:,.0f} MiB of vision/audio tensors); vLLM's profiling run also "
+            "encodes dummy images through it, which layoutgen does not size (Llama-3.2-11B-"
+            "Vision: several GiB beyond its text activation), so the plan would promise KV "
+            "room vLLM then takes: serve it text-only (args: ['--limit-mm-per-prompt', "
+            "'{\"image\": 0}'], the weights still load), or a text-only checkpoint",
+        )
     sizes = tp_sizes(hp)
     if rs.gpus and len(rs.gpus) not in sizes:
         origin = rs.origins["gpus"]
@@ -401,6 +412,40 @@ def _budgeted(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterator[Pr
             f"ctx: {trained} or less (or set env VLLM_ALLOW_LONG_MAX_MODEL_LEN: '1' with "
             "RoPE scaling in args)",
         )
+
+
+#: where Hugging Face checkpoints keep a multimodal encoder and its projector
+_ENCODER = re.compile(
+    r"^(?:model\.)?(?:vision_model|vision_tower|visual|vision_encoder|image_encoder|"
+    r"audio_tower|audio_model|multi_modal_projector|mm_projector|vision_embed_tokens)\."
+)
+
+
+def multimodal_bytes(profile: Profile) -> int:
+    """Bytes of a checkpoint's vision/audio encoder tensors (0: a text model)."""
+    return sum(t.nbytes for t in profile.tensors() if _ENCODER.match(t.name))
+
+
+def text_only(args: tuple[str, ...]) -> bool:
+    """``--limit-mm-per-prompt`` giving every modality 0 (JSON, or image=0,video=0)."""
+    import json
+
+    for i, a in enumerate(args):
+        value = None
+        if a == "--limit-mm-per-prompt" and i + 1 < len(args):
+            value = args[i + 1]
+        elif a.startswith("--limit-mm-per-prompt="):
+            value = a.split("=", 1)[1]
+        if value is None:
+            continue
+        try:
+            limits = json.loads(value)
+        except ValueError:
+            pairs = [p.split("=", 1) for p in value.split(",") if p]
+            limits = {k: v for k, v in (p for p in pairs if len(p) == 2)}
+        if isinstance(limits, dict) and limits:
+            return all(str(v).strip() == "0" for v in limits.values())
+    return False
 
 
 def _most(value: int | tuple[int, ...] | None) -> int:
