@@ -35,8 +35,6 @@ ROOT = Path(__file__).resolve().parent.parent
 CANNOT = {
     "i756-kimik2-numactl-4gpu-ot-spaces.sh": "matches none of the",
     "i437-qwen3-prompt-cvd.sh": "leaves some on the CPU, which is planned for llama.cpp",
-    "pr377-nemotron-ts-mg.sh": "architecture deci has no tensor table in tests/truth/synth.py",
-    "ci-bge-ctx0.sh": "architecture bert has no tensor table in tests/truth/synth.py",
     "seed001-glm51-2gpu-ot-args-loop.podman": "builds its -ot rules in a shell loop",
 }
 

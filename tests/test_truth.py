@@ -82,11 +82,26 @@ def test_experts_of_a_type_the_build_cannot_multiply_on_a_gpu_are_refused(
     assert "iq1_s_r4" not in reason
 
 
+#: KV buffers off by more than 1 %: rules of 2024 mainline builds that layoutgen does
+#: not date (strict both ways)
+KNOWN_KV_OFF = {
+    # b4343 padded n_ctx to 32 without flash attention (128 cells); layoutgen pads to 256
+    ("misc-gptneox-ci-pythia-arm64-ppl-c128", "CPU"),
+    # b2977's -ngl 15: 15 layers' KV on CUDA0, the other 25 in pinned CUDA_Host; the
+    # plan follows today's count (14 layers and the output) and names it CPU
+    ("misc-phi3-i7439-galunid-ngl15", "CUDA0"),
+    ("misc-phi3-i7439-galunid-ngl15", "CUDA_Host"),
+}
+
+
 def test_kv_is_exact_for_every_expressible_log(outcomes: list[table.Outcome]) -> None:
     rows = [(o.id, r) for o, r in table.rows_of(outcomes) if r.field == "kv"]
     assert len(rows) >= 30
-    off = [(i, r.buffer, r.error) for i, r in rows if r.error is None or abs(r.error) > 0.01]
-    assert off == []
+    off = {(i, r.buffer) for i, r in rows if r.error is None or abs(r.error) > 0.01}
+    assert off - KNOWN_KV_OFF == set(), "KV off by more than 1 %"
+    assert off >= KNOWN_KV_OFF, f"fixed, remove: {sorted(KNOWN_KV_OFF - off)}"
+    builds = {i: next(o.build for o in outcomes if o.id == i) for i, _ in KNOWN_KV_OFF}
+    assert all(b is not None and int(b) < 4905 for b in builds.values()), builds
 
 
 def test_compute_is_never_far_below_a_log(outcomes: list[table.Outcome]) -> None:
@@ -113,6 +128,14 @@ def test_issue_13s_accuracy_targets_hold(outcomes: list[table.Outcome]) -> None:
 KNOWN_FAR = {
     # ik MLA-2 on 16 GPUs at ctx 2048 (a 2025-03 build): CUDA0 +20 %
     ("ghx-ik-deepseek2-pr262-davidsyoung-16x3090-mla2-ppl", "CUDA0"),
+    # mainline builds of 2024 (b2961, b2977, b4248, b4343): the plan's host-side terms of
+    # later builds (k/v index inputs, the mixed batch's embeddings, the mask held through
+    # the output) and b2977's output on the CPU; bert embeds min(n_ctx, n_ubatch) = 512
+    # tokens and computes no logits, where the plan sizes 2,048 tokens of logits
+    ("misc-llama-i7450-mistral7b-q2k", "CUDA_Host"),
+    ("misc-phi3-i7439-galunid-ngl15", "CUDA0"),
+    ("misc-gptneox-ci-pythia-cpu-b4343", "CPU"),
+    ("misc-bert-ci-bge-small-cpu-b4248", "CPU"),
     # mainline Qwen3 on one A6000 and 2x3090 with -ot rules that keep some layers'
     # experts on the GPUs: +18 % to +62 % (of 40 MiB)
     ("mainline-qwen3moe-ik357-ubergarm-a6000-q8", "CUDA0"),
@@ -166,6 +189,21 @@ KNOWN_WEIGHTS_OFF = {
     ("mainline-qwen3moe-ik370-ubergarm-a6000-q8kv", "CUDA_Host"),
     # a Sapphire Rapids host's AMX buffer (a repacked copy), which host.cpu.isa cannot say
     ("ghx-main-deepseek2-i285-ubergarm-r1-q8-cpu-amx", "AMX"),
+    ("ghx-main-llama-i437-kirnat-8b-amx-cpu", "AMX"),
+    ("ghx-main-llama-i437-kirnat-8b-amx-cpu", "CPU_Mapped"),  # less what AMX holds, + span
+    # an unsloth UD mix of Nemotron-Ultra, not published per tensor
+    *(("ik-deci-pr377-panchovix-4gpu-nemotron-ultra", f"CUDA{i}") for i in range(4)),
+    # 2024 mainline builds on the CPU: no CPU_REPACK buffer yet (b4343), the mapped file
+    # span (pythia), and "CPU" where later builds say CPU_Mapped (b2961, ollama's build)
+    ("misc-gptneox-ci-pythia-arm64-ppl-c128", "CPU_Mapped"),
+    ("misc-gptneox-ci-pythia-cpu-b4343", "CPU_Mapped"),
+    ("misc-llama-i7450-mistral7b-q2k", "CPU"),
+    ("misc-qwen2-ollama7585-cpu", "CPU"),
+    # b2977's -ngl 15 put 15 repeating layers on the GPU and the output on the CPU; since
+    # then (b11434 llama-model.cpp: i_gpu_start = n_layer + 1 - ngl) the output counts
+    # as one of the N, which the plan follows: one layer and the output change sides
+    ("misc-phi3-i7439-galunid-ngl15", "CPU"),
+    ("misc-phi3-i7439-galunid-ngl15", "CUDA0"),
 }
 
 

@@ -39,7 +39,7 @@ _BY_BPW = (
 _BPW = re.compile(r"(?:model|file) size\s*=\s*[0-9.]+\s*[GM]iB\s*\((?P<bpw>[0-9.]+) BPW\)")
 DENSE = {"llama", "qwen2", "qwen3", "glm4", "phi3", "gemma2", "gemma3", "mistral3"}
 MOE = {"qwen3moe", "deepseek2", "glm4moe"}
-#: architectures with a table of their own below (_OWN): gptneox (Pythia: fused QKV,
+#: architectures with tables of their own below: gptneox (Pythia: fused QKV,
 #: biases, LayerNorm, a plain GELU FFN), bert (embeddings model: token types and
 #: learned positions, no output head), bitnet-25 (llama's tensors and two sub-norms),
 #: deci (Nemotron: heads and FFN width per layer, some layers without either)
@@ -231,7 +231,7 @@ def _tensors(
         else:
             yield _t(p + "attn_norm.weight", (e,), q)
             yield from _attention(arch, hp, il, q, split)
-        if arch in ("gemma2", "gemma3"):
+        if arch in ("gemma2", "gemma3", "glm4"):
             yield _t(p + "post_attention_norm.weight", (e,), q)
             yield _t(p + "post_ffw_norm.weight", (e,), q)
         if arch == "bitnet-25":
@@ -338,9 +338,7 @@ def _bert(hp: HParams, q: str, printed: Mapping[str, Any]) -> Iterator[Tensor]:
         yield _t(p + "layer_output_norm.bias", (e,), q)
 
 
-def _attention(
-    arch: str, hp: HParams, il: int, q: str, split: bool = False
-) -> Iterator[Tensor]:
+def _attention(arch: str, hp: HParams, il: int, q: str, split: bool = False) -> Iterator[Tensor]:
     p, e = f"blk.{il}.", hp.n_embd or 0
     n_head = _at(hp.n_head, il)
     n_kv = _at(hp.n_head_kv, il) or n_head

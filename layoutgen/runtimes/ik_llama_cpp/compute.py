@@ -21,8 +21,12 @@ estimate is the larger:
   stay allocated beside it, and the steps were found by halving the heads.
   FFN: the routed experts' activations, or gate/up/down of a dense layer.
 - **the output**: the logits (n_vocab x ubatch f32, or x N tokens with
-  ``-wgt N`` since build 4378) and two n_embd-wide tensors, on the device
-  holding the output layer.
+  ``-wgt N`` since build 4378; twice for gemma2/grok/gemma4, whose
+  ``ggml_softcap`` cannot run in place) and two n_embd-wide tensors, on the
+  device holding the output layer.
+
+A dense FFN's width is the widest among the layers on that device (models
+whose FFN width varies by layer: Nemotron-Ultra, 0 to 425,984).
 
 The first GPU also receives host experts for big batches (rule
 ``offload-by-expert-share``): the largest host expert tensor and the
@@ -59,6 +63,9 @@ if TYPE_CHECKING:
 
 F32, F16 = 4, 2
 MiB = 1 << 20
+#: architectures whose graph caps the final logits with ggml_softcap (build_gemma2,
+#: build_grok, build_gemma4 when final_logit_softcapping > 0: counted, high)
+SOFTCAPPED_LOGITS = frozenset({"gemma2", "grok", "gemma4"})
 #: build_deepseek2's pp_opt: ubatches of at least this many tokens attend in head space
 PP_OPT_TOKENS = 128
 
@@ -157,11 +164,19 @@ def _heads_per_step(rt: IkLlamaCpp, n_head: int, kv_f32: int, amb: int) -> int:
     return 1
 
 
-def _ffn(s: Setting, experts_here: bool) -> int:
+def _ffn(s: Setting, experts_here: bool, here: list[int] | None = None) -> int:
+    """The FFN's activations: the routed experts', or a dense layer's gate/up/down at the
+    widest FFN among the layers HERE (Nemotron-Ultra's differ by layer: 0 to 425,984;
+    each GPU holds its own layers' widest; none given: the model's widest)."""
     hp, ub = s.profile.hparams, s.kv.ubatch
     if experts_here:
         return expert_activations(s.profile, ub)
-    return 3 * _int(hp.n_ff) * ub * F32
+    n_ff = hp.n_ff
+    if isinstance(n_ff, tuple) and here:
+        widest = max((n_ff[il] for il in here if il < len(n_ff)), default=0)
+    else:
+        widest = _int(n_ff)
+    return 3 * widest * ub * F32
 
 
 def estimate(
@@ -189,7 +204,11 @@ def estimate(
         if host_runs_experts:
             host += _host_experts(s, fused)
         return host, "estimated"
-    logits = (hp.vocab or 0) * rt.output_tokens(s.args, ub) * F32 + 2 * e * ub * F32
+    # gemma2/grok/gemma4 cap the logits with one ggml_softcap, which ggml-alloc cannot
+    # do in place: the capped copy sits beside the matmul's (gemma-2-2b on the CPU:
+    # 2 x 500 MiB + the final norm, ik issue 60)
+    capped = 2 if s.profile.arch in SOFTCAPPED_LOGITS else 1
+    logits = capped * (hp.vocab or 0) * rt.output_tokens(s.args, ub) * F32 + 2 * e * ub * F32
     if cast and layers and layers[min(layers)] != buffer:
         # one cast node, on the first layer's device: every other GPU is sent its f16
         # result (two T4s, 4 copies: 4 x 32 MiB on CUDA1, issue 398's log)
@@ -200,7 +219,7 @@ def estimate(
     # split inputs: the mask, and the embeddings' rows (on layer 0's device) or the
     # residual stream (on the others), n_embd x ubatch f32; CPU only: the same, once
     inputs = (mask + e * ub * F32) * copies + cast if s.devices else mask + e * ub * F32
-    layer = inputs + held + max(_attention(rt, s), _ffn(s, moe_here))
+    layer = inputs + held + max(_attention(rt, s), _ffn(s, moe_here, here))
     if not s.devices and host_runs_experts:
         layer = max(layer, inputs + held + _host_experts(s, fused))
     first_gpu = next((d for d in s.devices if d.startswith("CUDA")), None)
