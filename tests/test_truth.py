@@ -130,12 +130,10 @@ KNOWN_FAR = {
     ("ghx-ik-deepseek2-pr262-davidsyoung-16x3090-mla2-ppl", "CUDA0"),
     # mainline builds of 2024 (b2961, b2977, b4248, b4343): the plan's host-side terms of
     # later builds (k/v index inputs, the mixed batch's embeddings, the mask held through
-    # the output) and b2977's output on the CPU; bert embeds min(n_ctx, n_ubatch) = 512
-    # tokens and computes no logits, where the plan sizes 2,048 tokens of logits
+    # the output) and b2977's output on the CPU
     ("misc-llama-i7450-mistral7b-q2k", "CUDA_Host"),
     ("misc-phi3-i7439-galunid-ngl15", "CUDA0"),
     ("misc-gptneox-ci-pythia-cpu-b4343", "CPU"),
-    ("misc-bert-ci-bge-small-cpu-b4248", "CPU"),
     # mainline Qwen3 on one A6000 and 2x3090 with -ot rules that keep some layers'
     # experts on the GPUs: +18 % to +62 % (of 40 MiB)
     ("mainline-qwen3moe-ik357-ubergarm-a6000-q8", "CUDA0"),

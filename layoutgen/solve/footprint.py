@@ -10,6 +10,7 @@ measured from a start-up log (``measured:``, written by ``calibrate``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from collections.abc import Mapping
@@ -19,7 +20,7 @@ from layoutgen.models.profile import HParams, Profile
 from layoutgen.render.argv import flash_attn
 from layoutgen.runtimes.base import Runtime, flag_value
 from layoutgen.runtimes.llama_cpp.compute import mla_q_head
-from layoutgen.solve.kvcache import KVSettings, device_bytes, layer_caches
+from layoutgen.solve.kvcache import KVSettings, device_bytes, layer_caches, n_ctx
 from layoutgen.solve.override import Rule, apply
 from layoutgen.solve.placement import HOST, expert_layer, loaded, place_weights, tensor_slots
 from layoutgen.solve.plan import Basis, Part
@@ -96,6 +97,11 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         kv_unified=rt.kv_unified(any(a in ("-kvu", "--kv-unified") for a in args)),
         mla_split=_mla_split(profile),
     )
+    # the worst-case graph is reserved for min(n_ctx, n_ubatch) tokens
+    # (llama_context::sched_reserve; a 512-token embedding model with -ub 2048); with no
+    # context to size, the model checks say so where it is written
+    with contextlib.suppress(ValueError):
+        kv = dataclasses.replace(kv, ubatch=min(kv.ubatch, n_ctx(profile.hparams, kv)))
     measured = {
         buf: {k: v for k, v in m.model_dump().items() if v is not None}
         for buf, m in rs.service.measured.items()

@@ -196,6 +196,11 @@ def place_weights(
 _NO_LM_HEAD = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "t5encoder"})
 
 
+def has_lm_head(profile: Profile) -> bool:
+    """Whether the model computes logits (an encoder like BERT pools embeddings)."""
+    return profile.arch not in _NO_LM_HEAD
+
+
 @functools.lru_cache(maxsize=64)
 def tied_output(profile: Profile) -> bool:
     """Whether the model ties its output to the embeddings (no ``output.weight``): the

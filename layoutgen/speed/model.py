@@ -170,15 +170,18 @@ def _prepared(w: Workload) -> _Prepared:
     nbytes: dict[str, float] = {}
     flops: dict[str, float] = {}
     grouped: dict[tuple[int, bool], list[Chunk]] = {}
+    on: dict[tuple[int, bool], set[str]] = {}
     share, heat = w.n_expert_used / w.n_expert, w.heat.of
     for c in w.chunks:  # token_bytes, inlined: this loop is the workload's one pass
         f = share * heat(c.layer) if c.routed else 1.0
-        nbytes[c.device] = nbytes.get(c.device, 0.0) + c.nbytes * f
-        flops[c.device] = flops.get(c.device, 0.0) + 2.0 * c.params * f
-        grouped.setdefault((c.layer, c.routed), []).append(c)
+        dev, key = c.device, (c.layer, c.routed)
+        nbytes[dev] = nbytes.get(dev, 0.0) + c.nbytes * f
+        flops[dev] = flops.get(dev, 0.0) + 2.0 * c.params * f
+        grouped.setdefault(key, []).append(c)
+        on.setdefault(key, set()).add(dev)
     keys = sorted(grouped)
     groups = tuple(tuple(grouped[k]) for k in keys)
-    devices = tuple(tuple(sorted({c.device for c in g})) for g in groups)
+    devices = tuple(tuple(sorted(on[k])) for k in keys)
     n = _path_hops(devices, range(len(devices)))
     prepared = _Prepared(nbytes, flops, {k: i for i, k in enumerate(keys)}, groups, devices, n)
     if len(_PREPARED) > 256:
@@ -235,9 +238,15 @@ def prefill_tps(m: Machine, w: Workload, ubatch: int, k: Constants = DEFAULT) ->
     by_device: dict[str, list[Chunk]] = {}
     for c in w.chunks:
         by_device.setdefault(c.device, []).append(c)
+    share, heat = w.n_expert_used / w.n_expert, w.heat.of
     for dev, chunks in by_device.items():
         mem = m.memory(dev)
-        fl = sum(2.0 * token_bytes(w, c)[1] * ubatch for c in chunks)
+        # token_bytes' parameters, inlined (a pass over every chunk)
+        fl = (
+            2.0
+            * ubatch
+            * sum(c.params * (share * heat(c.layer) if c.routed else 1.0) for c in chunks)
+        )
         if dev == HOST and offload:
             gpu = m.gpus[0]
             routed = sum(c.nbytes for c in chunks if c.routed)
@@ -358,10 +367,26 @@ def delta_tps(
     return decode(m, w, depth, k, picked, to).tps - decode(m, w, depth, k).tps
 
 
-def _hottest_that_fit(w: Workload, budget: float) -> list[Chunk]:
+_HOT: dict[int, tuple[Workload, list[Chunk]]] = {}
+
+
+def _host_hottest_first(w: Workload) -> list[Chunk]:
+    """The routed chunks in host RAM, hottest first: per byte moved a tensor saves
+    (1/bw_host - 1/bw_gpu) x k/n x heat.  Sorted once per workload (a plan asks the
+    next GiB and every trade of the same workload)."""
+    hit = _HOT.get(id(w))
+    if hit is not None and hit[0] is w:
+        return hit[1]
     host = [c for c in w.chunks if c.device == HOST and c.routed]
-    # per byte moved a tensor saves (1/bw_host - 1/bw_gpu) x k/n x heat: hottest first
     host.sort(key=lambda c: (-w.heat.of(c.layer), c.nbytes, c.layer, c.name))
+    if len(_HOT) > 256:
+        _HOT.clear()
+    _HOT[id(w)] = (w, host)
+    return host
+
+
+def _hottest_that_fit(w: Workload, budget: float) -> list[Chunk]:
+    host = _host_hottest_first(w)
     picked: list[Chunk] = []
     left = budget
     for c in host:

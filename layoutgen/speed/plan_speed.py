@@ -128,15 +128,30 @@ def workload(
             return dev_of.get(sp.layer_buffer.get(layer, ""), HOST)
         return last  # the output layer
 
-    chunks: list[Chunk] = []
-    for name, layer, nbytes, params, kind in facts.routed:
-        if name in sp.moved:
-            dev = dev_of.get(sp.moved[name], HOST)
-        elif name in single:
-            dev = single[name]
-        else:
-            dev = expert_dev.get(layer) or home(layer)
-        chunks.append(Chunk(dev, layer, nbytes, params, True, kind))
+    experts_of: dict[int, str] = {}  # a layer's routed experts' device, figured once
+
+    def experts_at(layer: int) -> str:
+        dev = experts_of.get(layer)
+        if dev is None:
+            dev = experts_of[layer] = expert_dev.get(layer) or home(layer)
+        return dev
+
+    moved = sp.moved
+    chunks: list[Chunk] = [
+        Chunk(
+            dev_of.get(moved[name], HOST)
+            if name in moved
+            else single[name]
+            if name in single
+            else experts_at(layer),
+            layer,
+            nbytes,
+            params,
+            True,
+            kind,
+        )
+        for name, layer, nbytes, params, kind in facts.routed
+    ]
     # a layer's other tensors, summed per device: where it is, less what -ot moved
     dense = {(layer, home(layer)): [b, p] for layer, (b, p) in facts.dense.items()}
     for name, buf in sp.moved.items():

@@ -194,6 +194,7 @@ class LlamaCpp(Runtime):
         """Derived from its graph and scheduler (:mod:`.compute`); 0 for weight-only buffers."""
         from layoutgen.runtimes.llama_cpp import compute
         from layoutgen.solve.footprint import expert_bytes, expert_tensor_bytes
+        from layoutgen.solve.placement import has_lm_head
 
         g = compute.Graph(
             hparams=s.profile.hparams,
@@ -205,6 +206,7 @@ class LlamaCpp(Runtime):
             expert_tensor_bytes=expert_tensor_bytes(s.profile, self),
             cuda=s.cuda,
             mla_q_head=s.mla_q_head,
+            lm_head=has_lm_head(s.profile),
         )
         # layers on the CPU beside GPUs (a partial -ngl): how the two sides share the
         # graph is bounded from the oracle's runs, not derived

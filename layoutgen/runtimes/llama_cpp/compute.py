@@ -111,6 +111,13 @@ class Graph:
     #: ``n_embd_head_k_mla``; :func:`mla_q_head` reads it from the profile); 0 when
     #: unknown, then bounded from the KV LoRA rank (:func:`_mla`)
     mla_q_head: int = 0
+    #: the model computes logits (False: an encoder such as BERT pools embeddings)
+    lm_head: bool = True
+
+    @property
+    def logits_width(self) -> int:
+        """Columns of the logits: the vocabulary, or none without a language-model head."""
+        return (self.hparams.vocab or 0) if self.lm_head else 0
 
     @property
     def overrides(self) -> bool:
@@ -418,10 +425,10 @@ def device(g: Graph, buf: str, output: bool) -> int:
             here = il not in g.expert_layer_bytes or g.experts.get(il) == buf
             width = max(width, _attention(g, il), _ffn(g, il, experts_here=here))
         if output:  # the logits beside the final norm (in place of the last residual)
-            width = max(width, e + (hp.vocab or 0))
+            width = max(width, e + g.logits_width)
         width += held * e
     elif output:
-        width = 2 * e + (hp.vocab or 0)
+        width = 2 * e + g.logits_width
     hosted = [il for il in g.expert_layer_bytes if g.experts.get(il) == buf != g.layers.get(il)]
     if hosted:
         width = max(width, _remote_experts(hp))
@@ -509,7 +516,7 @@ def host(g: Graph) -> int:
         width = max(
             max((_attention(g, il) for il in range(hp.n_layer)), default=0),
             max((_ffn(g, il, experts_here=True) for il in range(hp.n_layer)), default=0),
-            e + (hp.vocab or 0),
+            e + g.logits_width,
         )
         if not g.kv.rt.follows("mixed-batch-embeddings"):
             # one get_rows result, no mixed batch and no held dup of it
