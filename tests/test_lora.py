@@ -120,6 +120,8 @@ def test_timer_and_oneshot_accepted_by_systemd(tmp_path: Path) -> None:
     assert rc == 0 and stderr == "", stderr
     timer = files["box/systemd/chat-lora-daily.timer"]
     assert "OnCalendar=*-*-* 04:00:00" in timer and "WantedBy=timers.target" in timer
+    # a night the host was off: the update runs at the next boot (systemd.timer Persistent=)
+    assert "Persistent=true" in timer
     oneshot = files["box/systemd/chat-lora-daily.service"]
     assert "Type=oneshot" in oneshot and "Restart=no" in oneshot
     assert "Requisite=chat.service" in oneshot

@@ -61,6 +61,8 @@ def test_a_scheduled_service_renders_timers_and_is_not_started_at_boot(tmp_path:
         for action, at in (("start", "22:00"), ("stop", "06:00")):
             timer = files[f"{host}/{target}/batch-lane-{action}.timer"]
             assert f"OnCalendar=*-*-* {at}:00\n" in timer
+            # start and stop would both catch up at boot, in no set order
+            assert "Persistent=" not in timer
             assert f"Unit=batch-lane-{action}.service\n" in timer
             assert "WantedBy=timers.target" in timer
             one = files[f"{host}/{target}/batch-lane-{action}.service"]

@@ -184,7 +184,7 @@ def update_units(spec: Spec, rs: ResolvedService) -> list[UpdateUnits]:
                 ),
             ],
         }
-        timer = daily_timer(description, [update.at], name)
+        timer = daily_timer(description, [update.at], name, catch_up=True)
         checked(service, timer)
         out.append(UpdateUnits(name, description, service, timer))
     return out

@@ -14,12 +14,19 @@ from layoutgen.render import quoting
 Sections = dict[str, list[tuple[str, str]]]
 
 
-def daily_timer(description: str, times: Iterable[str], service: str) -> Sections:
-    """A timer running ``service`` (a unit name without ``.service``) at each HH:MM."""
+def daily_timer(
+    description: str, times: Iterable[str], service: str, *, catch_up: bool = False
+) -> Sections:
+    """A timer running ``service`` (a unit name without ``.service``) at each HH:MM.
+
+    ``catch_up``: ``Persistent=true``, so a run the host was off for happens at the next
+    boot (a daily adapter update).  Not for a schedule's start and stop timers: after a
+    night off both would fire at boot, in no set order."""
     return {
         "Unit": [("Description", description)],
         "Timer": [
             *[("OnCalendar", f"*-*-* {t}:00") for t in sorted(set(times))],
+            *([("Persistent", "true")] if catch_up else []),
             ("Unit", f"{service}.service"),
         ],
         "Install": [("WantedBy", "timers.target")],
