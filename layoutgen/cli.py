@@ -404,7 +404,8 @@ def diff(
 @app.command()
 def calibrate(
     log: Annotated[
-        Path, typer.Argument(help="a llama.cpp or ik_llama.cpp start-up log", metavar="LOG")
+        Path,
+        typer.Argument(help="a llama.cpp or ik_llama.cpp start-up or timing log", metavar="LOG"),
     ],
     spec: Annotated[Path, typer.Argument(help="the spec to write into", metavar="SPEC")],
     service: Annotated[
@@ -419,12 +420,30 @@ def calibrate(
         ),
     ] = False,
 ) -> None:
-    """Write the buffer sizes a start-up log printed into the spec's 'measured' block."""
+    """Write the buffer sizes a start-up log printed into the spec's 'measured' block,
+    and fit host.efficiency to the decode speeds a timing log printed."""
     from layoutgen.calibrate import command as cal
+    from layoutgen.calibrate import speed
     from layoutgen.errors import InvalidInput, LayoutgenError
 
     try:
-        done = cal.calibrate(log, spec, service, force=force)
+        timed = bool(speed.read_timings(speed._read_log(log)))
+        if timed:
+            fitted = speed.fit_efficiency(log, spec, service)
+            print(
+                f"{spec}: host.efficiency: {fitted.efficiency:g}, fitted to "
+                f"{_count(len(fitted.rows), 'decode timing')} of {fitted.service} in {log} ("
+                + ", ".join(f"{m:.2f} measured, {p:.2f} predicted" for _w, p, m in fitted.rows[:3])
+                + (" ..." if len(fitted.rows) > 3 else "")
+                + " tok/s)",
+                file=sys.stderr,
+            )
+        try:
+            done = cal.calibrate(log, spec, service, force=force)
+        except InvalidInput as exc:
+            if timed and all("no buffer sizes found" in d.message for d in exc.diagnostics):
+                return  # a timing log alone: the efficiency was the job
+            raise
     except InvalidInput as exc:
         for diag in exc.diagnostics:
             print(diag.gcc(), file=sys.stderr)
