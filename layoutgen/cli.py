@@ -427,7 +427,10 @@ def calibrate(
     from layoutgen.errors import InvalidInput, LayoutgenError
 
     try:
-        timed = bool(speed.read_timings(speed._read_log(log)))
+        try:
+            timed = bool(speed.read_timings(speed._read_log(log)))
+        except LayoutgenError:  # unreadable: the start-up reader below says why
+            timed = False
         if timed:
             fitted = speed.fit_efficiency(log, spec, service)
             print(

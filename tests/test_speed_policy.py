@@ -164,3 +164,30 @@ def test_prefill_is_shown_where_compute_peaks_are_known(tmp_path: Path) -> None:
 
 def test_the_heat_prior_is_uniform_without_evidence() -> None:
     assert heat.prior("qwen3moe", [0, 1, 2]) is heat.UNIFORM
+
+
+def test_speed_is_the_default_and_places_as_head_tail_under_uniform_heat(tmp_path: Path) -> None:
+    """Without a policy an auto service orders by heat; with no heat evidence (every
+    architecture but glm-dsa) that is the head-tail order, so such plans do not move."""
+    from layoutgen.spec.schema import ExpertsAuto
+
+    assert ExpertsAuto().policy == "speed"
+    text = _familiar(tmp_path, "head-tail").read_text()
+    default = tmp_path / "default.yaml"
+    default.write_text(text.replace("      policy: head-tail\n", ""))
+    assert _gpu_layers(validate_file(default)) == set(range(3, 17))  # GLM's prior: the head
+    # a qwen3next orchestrator (uniform heat): the same layers either way
+    from specs import VALID
+
+    placed = {}
+    for name, policy in (("speed", ""), ("head-tail", "      policy: head-tail\n")):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(
+            VALID.replace(
+                "    threads: 15\n", f"    threads: 15\n    experts:\n      mode: auto\n{policy}"
+            )
+        )
+        sp = validate_file(path).plan.service("grandpa")
+        placed[name] = {d: tuple(v) for d, v in sp.expert_layers.items()}
+    assert placed["speed"] == placed["head-tail"]
+    assert any(d != "host" and v for d, v in placed["speed"].items())

@@ -477,10 +477,11 @@ class ExpertsAuto(Strict):
 
     mode: Literal["auto"] = "auto"
     policy: HeatPolicy = Field(
-        default="head-tail",
-        description="which expert layers are hottest: head-tail (seed 001), head, tail, "
-        "even, or speed (by the model's heat, models.<id>.heat or its architecture's "
-        "prior: the order that maximises predicted decode speed; ties in head-tail order)",
+        default="speed",
+        description="which expert layers go to the GPUs first: speed (the default: by the "
+        "model's heat, models.<id>.heat or its architecture's prior, the order that "
+        "maximises predicted decode speed; ties, as with uniform heat, in head-tail "
+        "order), or a fixed order: head-tail (seed 001's hand rule), head, tail, even",
     )
     max_layers: int | None = Field(
         default=None, ge=0, le=MAX_LAYER + 1, description="at most this many expert layers on GPUs"
