@@ -447,3 +447,35 @@ def test_a_multimodal_checkpoint_is_planned_text_only(tmp_path: Path, args: str,
     assert err.startswith("spec.yaml:") and "services.chat.model:" in err
     assert "carries a multimodal encoder (1 MiB of vision/audio tensors)" in err
     assert "--limit-mm-per-prompt" in err
+
+
+SPEEDY = """\
+  chat:
+    model: tiny
+    runtime: vllm
+    role: worker
+    port: 8000
+    ctx: 32768
+    gpus: %s
+"""
+
+
+@pytest.mark.parametrize("gpus", ["[gpu0]", "[gpu0, gpu1]"], ids=["tp1", "tp2"])
+def test_a_vllm_service_gets_a_decode_speed(tmp_path: Path, gpus: str) -> None:
+    """Issue 18 asks a speed per service: a vLLM token reads one rank's weight share and
+    its KV at half the request (ranks read theirs at once), over the GPU's bandwidth
+    times the machine's efficiency, plus the fixed per-token cost."""
+    (tmp_path / "tiny.yaml").write_text(PROFILE)
+    text = spec_text(SPEEDY % gpus).replace(
+        "  ram_reserve: 16GiB\n",
+        "  ram_reserve: 16GiB\n  memory_bandwidth: 100GB/s\n  efficiency: 0.5\n",
+    )
+    text = text.replace("reserve: 1GiB}", "reserve: 1GiB, bandwidth: 1000GB/s}")
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    sp = validate_file(path, "spec.yaml").plan.service("chat")
+    assert sp.budget is not None and not isinstance(sp.speed, str) and sp.speed is not None
+    one = sp.buffers["CUDA0"]
+    read = one.weights + sp.budget.kv_bytes_per_token * (32768 // 2)
+    assert sp.speed.decode_tps == pytest.approx(1 / (read / (0.5 * 1000e9) + 0.5e-3))
+    assert sp.speed.host_demand == 0  # a GPU lane asks nothing of host RAM

@@ -27,6 +27,7 @@ is the machine's one fitted constant; without it, :data:`PRIOR_EFFICIENCY`.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -197,6 +198,46 @@ class _Facts:
     last: int
 
 
+#: a Hugging Face checkpoint's routed-expert tensors (Mixtral/Qwen-MoE/DeepSeek names)
+_HF_EXPERT = re.compile(r"\.(?:experts|block_sparse_moe\.experts)\.")
+
+
+def budget_workload(sp: ServicePlan, profile: Profile) -> Workload:
+    """A vLLM service as the speed model sees it: a token reads one rank's share of the
+    weights (routed experts at k/n of theirs) and of the KV at the depth asked, on one
+    GPU; tensor-parallel ranks read theirs at the same time, so one rank is the time
+    (their all-reduces are not counted: optimistic by that much)."""
+    budget = sp.budget
+    assert budget is not None
+    tensors = profile.tensors()
+    total = sum(t.nbytes for t in tensors) or 1
+    routed = sum(t.nbytes for t in tensors if _HF_EXPERT.search(t.name))
+    size = max(1, _DTYPE_BYTES.get(profile.hparams.dtype or "", 2))
+    ranks = [(b, p) for b, p in sorted(sp.buffers.items()) if p.weights]
+    chunks: list[Chunk] = []
+    kv: tuple[tuple[str, float], ...] = ()
+    if ranks:
+        buf, part = ranks[0]
+        dev = sp.device_of[buf]
+        experts = routed * part.weights / total
+        dense = part.weights - experts
+        chunks.append(Chunk(dev, 0, dense, dense / size))
+        if experts:
+            chunks.append(Chunk(dev, 0, experts, experts / size, True, "ffn_experts"))
+        kv = ((dev, float(budget.kv_bytes_per_token)),)  # every layer, this rank's heads
+    hp = profile.hparams
+    return Workload(
+        tuple(chunks),
+        n_expert=hp.n_expert or 1,
+        n_expert_used=hp.n_expert_used or 1,
+        kv_per_token=kv,
+    )
+
+
+#: torch_dtype -> bytes per parameter (the speed model's FLOPs count parameters)
+_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1}
+
+
 _FACTS: dict[int, tuple[tuple[Tensor, ...], _Facts]] = {}
 
 
@@ -242,15 +283,17 @@ def service_speed(
     one's speed on the GPUs they share."""
     if host_bandwidth(spec) is None:
         return None
-    if sp.budget is not None:
-        return "not modelled (vLLM)"
     m = machine(spec, rs)
     if isinstance(m, str):
         return f"not modelled: {m}"
     rt = spec.runtimes[rs.service.runtime].rules()
     ctx = rs.service.ctx or (profile.hparams.n_ctx_train or 0)
     depth = ctx // max(rs.parallel, 1) // 2
-    w = workload(sp, profile, rt, ctx, measured)
+    if sp.budget is not None:
+        depth = sp.budget.max_model_len // 2  # one request: ctx is per request on vLLM
+        w = budget_workload(sp, profile)
+    else:
+        w = workload(sp, profile, rt, ctx, measured)
     b = decode(m, w, depth)
     marginal: list[Marginal] = []
     back: list[Marginal] = []
