@@ -449,24 +449,13 @@ def test_a_multimodal_checkpoint_is_planned_text_only(tmp_path: Path, args: str,
     assert "--limit-mm-per-prompt" in err
 
 
-SPEEDY = """\
-  chat:
-    model: tiny
-    runtime: vllm
-    role: worker
-    port: 8000
-    ctx: 32768
-    gpus: %s
-"""
-
-
 @pytest.mark.parametrize("gpus", ["[gpu0]", "[gpu0, gpu1]"], ids=["tp1", "tp2"])
 def test_a_vllm_service_gets_a_decode_speed(tmp_path: Path, gpus: str) -> None:
     """Issue 18 asks a speed per service: a vLLM token reads one rank's weight share and
     its KV at half the request (ranks read theirs at once), over the GPU's bandwidth
     times the machine's efficiency, plus the fixed per-token cost."""
     (tmp_path / "tiny.yaml").write_text(PROFILE)
-    text = spec_text(SPEEDY % gpus).replace(
+    text = spec_text(CHAT.replace("[gpu0]", gpus)).replace(
         "  ram_reserve: 16GiB\n",
         "  ram_reserve: 16GiB\n  memory_bandwidth: 100GB/s\n  efficiency: 0.5\n",
     )

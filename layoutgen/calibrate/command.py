@@ -35,7 +35,7 @@ from typing import Any
 from layoutgen.calibrate.measured import choose_service, edit_spec, write_spec
 from layoutgen.calibrate.startlog import Entries, Log, Seen, read_log_file, shown
 from layoutgen.errors import Diagnostic, InvalidInput, LayoutgenError, Severity
-from layoutgen.models.inputs import open_bounded, too_big
+from layoutgen.models.inputs import read_bounded
 from layoutgen.solve.plan import Plan
 from layoutgen.spec import source
 
@@ -79,12 +79,7 @@ def calibrate(log: Path, spec: Path, service: str | None, *, force: bool = False
 
 
 def _read_spec(spec: Path, name: str) -> str:
-    with open_bounded(
-        spec, name, SPEC_MAX, "a spec is a few KiB", "give the spec file itself"
-    ) as f:
-        raw = f.read(SPEC_MAX + 1)
-    if len(raw) > SPEC_MAX:
-        raise too_big(name, SPEC_MAX, "it grew past the limit while being read")
+    raw = read_bounded(spec, name, SPEC_MAX, "a spec is a few KiB", "give the spec file itself")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -140,16 +140,10 @@ def _with_efficiency(text: str, doc: source.Document, eta: float, log: str) -> s
 def _read_log(path: Path) -> str:
     """The log's text (at most ``LOG_MAX`` bytes; bytes that are not UTF-8 replaced)."""
     from layoutgen.calibrate.startlog import LOG_MAX
-    from layoutgen.models.inputs import open_bounded, too_big
+    from layoutgen.models.inputs import read_bounded
 
-    name = str(path)
-    with open_bounded(
-        path, name, LOG_MAX, "a timing log is a few MiB at most", "save the log to a file first"
-    ) as f:
-        raw = f.read(LOG_MAX + 1)
-    if len(raw) > LOG_MAX:
-        raise too_big(name, LOG_MAX, "it grew past the limit while being read")
-    return raw.decode("utf-8", errors="replace")
+    why, advice = "a timing log is a few MiB at most", "save the log to a file first"
+    return read_bounded(path, str(path), LOG_MAX, why, advice).decode("utf-8", errors="replace")
 
 
 def _error(where: str, message: str) -> InvalidInput:

@@ -86,3 +86,13 @@ def open_bounded(path: Path, name: str, limit: int, why: str, advice: str) -> It
             yield f
         return
     raise InvalidInput([Diagnostic(name, 0, 0, Severity.ERROR, message)])
+
+
+def read_bounded(path: Path, name: str, limit: int, why: str, advice: str) -> bytes:
+    """All of a regular file of at most ``limit`` bytes (:func:`open_bounded`), refused
+    when it grows past the limit while being read."""
+    with open_bounded(path, name, limit, why, advice) as f:
+        raw = f.read(limit + 1)
+    if len(raw) > limit:
+        raise too_big(name, limit, "it grew past the limit while being read")
+    return raw
