@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING
 
 from layoutgen.runtimes.ik_llama_cpp.placement import expert_activations, offload_copy
 from layoutgen.solve.kvcache import cells
+from layoutgen.solve.placement import has_lm_head
 
 if TYPE_CHECKING:
     from layoutgen.models.profile import HParams
@@ -208,7 +209,8 @@ def estimate(
     # do in place: the capped copy sits beside the matmul's (gemma-2-2b on the CPU:
     # 2 x 500 MiB + the final norm, ik issue 60)
     capped = 2 if s.profile.arch in SOFTCAPPED_LOGITS else 1
-    logits = capped * (hp.vocab or 0) * rt.output_tokens(s.args, ub) * F32 + 2 * e * ub * F32
+    vocab = (hp.vocab or 0) if has_lm_head(s.profile) else 0  # an encoder pools, no logits
+    logits = capped * vocab * rt.output_tokens(s.args, ub) * F32 + 2 * e * ub * F32
     if cast and layers and layers[min(layers)] != buffer:
         # one cast node, on the first layer's device: every other GPU is sent its f16
         # result (two T4s, 4 copies: 4 x 32 MiB on CUDA1, issue 398's log)
