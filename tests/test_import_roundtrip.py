@@ -34,7 +34,6 @@ ROOT = Path(__file__).resolve().parent.parent
 #: data files that cannot round-trip, and why (said, never skipped silently)
 CANNOT = {
     "i756-kimik2-numactl-4gpu-ot-spaces.sh": "matches none of the",
-    "i437-qwen3-prompt-cvd.sh": "leaves some on the CPU, which is planned for llama.cpp",
     "seed001-glm51-2gpu-ot-args-loop.podman": "builds its -ot rules in a shell loop",
 }
 

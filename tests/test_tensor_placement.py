@@ -279,3 +279,66 @@ def test_rules_moving_a_layers_own_ops_warn_that_compute_is_not_derived(tmp_path
         tmp_path, "    tensor_overrides: [{pattern: 'blk\\.1[2-9]\\.ffn_.*_exps', device: host}]\n"
     )
     assert not [d for d in validate_file(experts).warnings if "routed experts" in d.message]
+
+
+def test_ik_counts_ngl_over_repeating_layers_and_keeps_the_output_on_the_cpu(
+    tmp_path: Path,
+) -> None:
+    """ik_llama.cpp's -ngl N offloads the last N repeating layers and the output only
+    when N exceeds them (llm_load_tensors: i_gpu_start = n_layer - N); llama.cpp counts
+    the output as one of the N.  The same N = 48 on this 48-layer model: every layer
+    on the GPUs with the output left on the CPU on ik, one layer fewer on llama.cpp."""
+    ik = validate_file(_spec(tmp_path, "    experts: gpu\n    gpu_layers: 48\n", "ik"))
+    sp = ik.plan.service("w")
+    assert sorted(sp.layer_buffer) == list(range(48))
+    assert sp.buffers["CUDA0"].basis["compute"] == "upper-bound"
+    assert " -ngl 48 " in " ".join(sp.argv)
+    llama = validate_file(_spec(tmp_path, "    experts: gpu\n    gpu_layers: 48\n")).plan
+    assert sorted(llama.service("w").layer_buffer) == list(range(1, 48))
+    # one more is every layer and the output, as -ngl 999 is: nothing partial is left
+    full = validate_file(_spec(tmp_path, "    experts: gpu\n    gpu_layers: 49\n", "ik"))
+    fp = full.plan.service("w")
+    assert sorted(fp.layer_buffer) == list(range(48))
+    assert fp.buffers["CUDA0"].basis["compute"] == "estimated"
+    profile, rt = ik.profiles["q"], ik.spec.runtimes["ik"].rules()
+    output = next(t.nbytes for t in loaded(profile, rt) if t.name == "output.weight")
+
+    def host(plan_service: object) -> int:
+        buffers = plan_service.buffers  # type: ignore[attr-defined]
+        device_of = plan_service.device_of  # type: ignore[attr-defined]
+        return sum(p.weights for b, p in buffers.items() if device_of[b] == "host")
+
+    # the output's bytes, and its alignment padding in the host buffer
+    assert output <= host(sp) - host(fp) < output + (64 << 10)
+
+
+def test_ik_keeps_a_cpu_layers_kv_in_pinned_host_memory(tmp_path: Path) -> None:
+    """A CPU layer's buffer type on ik is llama_default_buffer_type_cpu(true): pinned
+    CUDA_Host on a CUDA build, KV included (a llama-2 at -ngl 0 logged CUDA_Host KV
+    400 MiB); llama.cpp puts it on its CPU device.  The split over the two GPUs counts
+    only the offloaded layers (act_gpu_layers = N without the output)."""
+    v = validate_file(_spec(tmp_path, "    experts: gpu\n    gpu_layers: 20\n", "ik"))
+    sp = v.plan.service("w")
+    assert sorted(sp.layer_buffer) == list(range(28, 48))
+    per_layer = {b: sum(1 for x in sp.layer_buffer.values() if x == b) for b in ("CUDA0", "CUDA1")}
+    assert per_layer == {"CUDA0": 10, "CUDA1": 10}
+    kv = {b: p.kv for b, p in sp.buffers.items() if p.kv}
+    assert set(kv) == {"CUDA0", "CUDA1", "CUDA_Host"}
+    assert kv["CUDA_Host"] * 20 == pytest.approx((kv["CUDA0"] + kv["CUDA1"]) * 28, rel=0.01)
+    llama = validate_file(_spec(tmp_path, "    experts: gpu\n    gpu_layers: 20\n")).plan
+    assert {b for b, p in llama.service("w").buffers.items() if p.kv} == {"CUDA0", "CUDA1", "CPU"}
+
+
+def test_ik_ngl_0_copies_the_largest_host_weight_to_the_first_gpu(tmp_path: Path) -> None:
+    """-ngl 0 on ik: every weight on the host; big batches run each host matmul on the
+    first GPU, which holds the largest weight's copy, its output and the normed input
+    (a llama-2 13B Q8_0 at -ub 512 logged 248.54 MiB: output 166.02 + logits 62.5 +
+    2 x 10)."""
+    v = validate_file(_spec(tmp_path, "    experts: gpu\n    gpu_layers: 0\n", "ik"))
+    sp = v.plan.service("w")
+    assert sp.layer_buffer == {}
+    profile, rt = v.profiles["q"], v.spec.runtimes["ik"].rules()
+    out = next(t for t in loaded(profile, rt) if t.name == "output.weight")
+    ub = next(r for r in v.services if r.name == "w").ubatch
+    assert sp.buffers["CUDA0"].compute >= out.nbytes + out.shape[1] * ub * 4
+    assert "CUDA1" not in sp.buffers or sp.buffers["CUDA1"].compute == 0

@@ -174,6 +174,9 @@ KNOWN_WEIGHTS_OFF = {
     # counts the host tensors
     ("ghx-ik-deepseek2-pr400-ikawrakow-v25-4080-mla3-q8kv", "CPU"),
     ("mainline-qwen3moe-ik370-aessedai-2x3090-ot", "CPU_Mapped"),
+    # -ngl 63 with exps=CPU on a 2025 ik build: three mapped spans of the GGUF splits
+    # (108,645 MiB) and two unmapped buffers (38,013 MiB) for a 106.83 GiB model
+    ("ik-qwen3moe-i437-mtcl-2x4090-ngl63-ub4096", "CPU"),
     # ik with -rtr on the CPU alone keeps the tied output as a second (repacked) copy
     # of token_embd (+1,102.77 MiB); the plan copies a tied output to GPUs only
     ("ghx-ik-gemma3-i539-jagusztinl-arm-cpu-rtr-131k", "CPU"),

@@ -178,7 +178,9 @@ def _gpu_types(
 ) -> Iterator[Problem]:
     """Weights on a GPU whose type the runtime's CUDA build cannot multiply: the
     scheduler would copy each back to host RAM and run it on the CPU every batch."""
-    if not rs.gpus or rs.service.gpu_layers is not None or rs.service.tensor_overrides:
+    ngl = rs.service.gpu_layers
+    partial = ngl is not None and rt.gpu_layers(profile.hparams.n_layer, ngl) != (0, True)
+    if not rs.gpus or partial or rs.service.tensor_overrides:
         return  # partial offload and user -ot rules: where tensors go is theirs
     experts = rs.experts
     on_gpu: frozenset[int] | None  # None: any expert layer may be on a GPU
@@ -327,11 +329,12 @@ def _examples(names: list[str]) -> list[str]:
 
 
 def _partial_offload(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterator[Problem]:
-    """-ngl N below the model's layers + 1 (the output layer counts as one) leaves
-    layers on the CPU: planned for runtimes that say so, with experts that follow
-    their layers (or the host).  N at or above it is every layer, as -ngl 999 is."""
+    """-ngl N that leaves a layer or the output on the CPU (below n_layer + 1 on
+    llama.cpp, which counts the output as one; at or below n_layer on ik_llama.cpp,
+    which does not): planned for runtimes that say so, with experts that follow
+    their layers (or the host).  Above it is every layer, as -ngl 999 is."""
     n = rs.service.gpu_layers
-    if n is None or n >= profile.hparams.n_layer + 1:
+    if n is None or rt.gpu_layers(profile.hparams.n_layer, n) == (0, True):
         return
     where = ("services", rs.name, "gpu_layers")
     label = f"services.{rs.name}.gpu_layers"

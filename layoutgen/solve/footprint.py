@@ -283,18 +283,22 @@ def _kv_layer_bytes(
 
 
 def offloaded(s: Setting) -> list[int]:
-    """The layers on GPUs: with ``gpu_layers`` N (``-ngl N``) the last N - 1 layers
-    (the output layer counts as one, and is on a GPU whenever N >= 1), else all."""
+    """The layers on GPUs: with ``gpu_layers`` N (``-ngl N``) the last ones, as the
+    runtime counts N (:meth:`Runtime.gpu_layers`), else all."""
     n_layer = s.profile.hparams.n_layer
     if s.gpu_layers is None:
         return list(range(n_layer))
-    return list(range(max(n_layer + 1 - s.gpu_layers, 0), n_layer))
+    return list(range(s.rt.gpu_layers(n_layer, s.gpu_layers)[0], n_layer))
 
 
 def output_device(s: Setting) -> str | None:
-    """Where the output layer goes: the last device, unless ``-ngl 0`` keeps every
-    layer on the CPU (then None: the host)."""
-    return s.devices[-1] if s.devices and s.gpu_layers != 0 else None
+    """Where the output layer goes: the last device, unless ``-ngl N`` keeps it on
+    the CPU (then None: the host)."""
+    if not s.devices:
+        return None
+    if s.gpu_layers is None or s.rt.gpu_layers(s.profile.hparams.n_layer, s.gpu_layers)[1]:
+        return s.devices[-1]
+    return None
 
 
 def layer_split(s: Setting, shares: tuple[float, ...]) -> dict[int, str]:
@@ -389,7 +393,7 @@ def buffers(
     hp, arch = s.profile.hparams, s.profile.arch
     for cuda in (True, False):
         for layer, nbytes in _kv_layer_bytes(hp, s.kv, arch, cuda):
-            buf = layers.get(layer, "CPU")
+            buf = layers.get(layer) or s.rt.cpu_layer_kv_buffer(gpus=s.local_gpus)
             if (buf in s.cuda) == cuda:
                 kv[buf] = kv.get(buf, 0) + nbytes
     names = set(weights) | set(kv) | set(devices)

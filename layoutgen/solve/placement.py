@@ -88,17 +88,19 @@ def layer_sizes(tensors: Iterable[Tensor]) -> tuple[dict[int, int], int]:
 
 
 def split_by_count(
-    layers: Sequence[int], devices: Sequence[str], shares: Sequence[float]
+    layers: Sequence[int], devices: Sequence[str], shares: Sequence[float], output: bool = True
 ) -> dict[int, str]:
     """Split by layer count: layer i goes to the device whose cumulative share covers i/n.
 
     Mainline llama.cpp's split, and ik_llama.cpp's before its build 4327.
 
-    The output layer counts as one more layer at the end (it lands on the last device).
+    An offloaded output layer counts as one more layer at the end (it lands on the
+    last device): n is ``act_gpu_layers`` = min(-ngl, n_layer + 1), the offloaded
+    layers and the output when it is offloaded too.
     """
     if not devices:
         return {}
-    n = len(layers) + 1
+    n = len(layers) + (1 if output else 0)
     weight = sum(shares)
     bounds: list[float] = []
     acc = 0.0

@@ -918,9 +918,10 @@ class Service(Strict):
         ge=0,
         le=MAX_LAYER + 1,
         description=(
-            "layers on the GPUs, counted from the end with the output layer as one "
-            "(-ngl N); the rest run on the CPU; 0: every layer on the CPU, the GPUs "
-            "only compute (big batches). Not given: every layer"
+            "layers on the GPUs, counted from the end (-ngl N); the rest run on the "
+            "CPU; llama.cpp counts the output layer as one of N, ik_llama.cpp offloads "
+            "it only when N exceeds the repeating layers; 0: every layer on the CPU, "
+            "the GPUs only compute (big batches). Not given: every layer"
         ),
     )
     priority: int = Field(

@@ -178,6 +178,9 @@ class IkLlamaCpp(Runtime):
         "pass them in 'args' and leave room for it",
     }
     KV_ALWAYS_UNIFIED: ClassVar[bool] = True
+    #: -ngl below all layers: checked against the truth table's 2025 logs (a llama-2 at
+    #: -ngl 0 on an RTX 3090 Ti, Qwen3-235B at -ngl 63 of 94 on two 4090s)
+    PARTIAL_OFFLOAD: ClassVar[bool] = True
     SWA_RING: ClassVar[bool] = False
     FLAT_V: ClassVar[bool] = True
     PACKED_STATE: ClassVar[bool] = True
@@ -228,6 +231,21 @@ class IkLlamaCpp(Runtime):
 
         return computed_wkv_b(profile, mla)
 
+    def gpu_layers(self, n_layer: int, ngl: int) -> tuple[int, bool]:
+        """``-ngl N`` counts repeating layers only: layers from n_layer - N go to the
+        GPUs, and the output only when N exceeds n_layer (``llm_load_tensors``, every
+        build from 2025 to 4840: i_gpu_start = n_layer - N, the output offloaded
+        ``if (n_gpu_layers > n_layer)``).  -ngl 94 on a 94-layer model leaves the
+        output on the CPU, where llama.cpp would offload it."""
+        return max(n_layer - ngl, 0), ngl > n_layer
+
+    def cpu_layer_kv_buffer(self, *, gpus: bool) -> str:
+        """A CPU layer's buffer type is ``llama_default_buffer_type_cpu(true)``: pinned
+        ``CUDA_Host`` on a CUDA build, where its KV cache goes too (a llama-2 at -ngl 0:
+        CUDA_Host KV buffer 400 MiB).  ggml-cuda falls back to a plain ``CPU`` buffer
+        when cudaMallocHost fails or GGML_CUDA_NO_PINNED is set: the same host RAM."""
+        return "CUDA_Host" if gpus else "CPU"
+
     def layer_split(
         self,
         s: Setting,
@@ -236,12 +254,16 @@ class IkLlamaCpp(Runtime):
         layers: Sequence[int],
     ) -> dict[int, str]:
         from layoutgen.runtimes.ik_llama_cpp.placement import split_by_size, split_sizes
+        from layoutgen.solve.footprint import output_device
         from layoutgen.solve.placement import split_by_count
 
+        # a partial -ngl splits only the offloaded layers, and the output when it goes
+        with_output = output_device(s) is not None
         if not self.follows("split-by-size"):
-            return split_by_count(list(layers), s.devices, shares)
+            return split_by_count(list(layers), s.devices, shares, output=with_output)
         sizes, output = split_sizes(s.profile, kv_per_layer, s.kv.ubatch)
-        return split_by_size(sizes, output, s.devices, shares)
+        sizes = {il: b for il, b in sizes.items() if il in set(layers)}
+        return split_by_size(sizes, output if with_output else 0, s.devices, shares)
 
     def n_cpu_moe_host(
         self, s: Setting, layers: Mapping[int, str], expert_layers: Sequence[int], n: int

@@ -52,6 +52,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from layoutgen.runtimes.base import dense_staged
 from layoutgen.runtimes.ik_llama_cpp.placement import expert_activations, offload_copy
 from layoutgen.solve.kvcache import cells
 from layoutgen.solve.placement import has_lm_head
@@ -69,6 +70,8 @@ MiB = 1 << 20
 SOFTCAPPED_LOGITS = frozenset({"gemma2", "grok", "gemma4"})
 #: build_deepseek2's pp_opt: ubatches of at least this many tokens attend in head space
 PP_OPT_TOKENS = 128
+#: ggml-cuda offloads a host-weight op to the first GPU from this many tokens
+OFFLOAD_MIN_BATCH = 32
 
 
 def _int(value: int | tuple[int, ...] | None) -> int:
@@ -172,6 +175,11 @@ def _ffn(s: Setting, experts_here: bool, here: list[int] | None = None) -> int:
     hp, ub = s.profile.hparams, s.kv.ubatch
     if experts_here:
         return expert_activations(s.profile, ub)
+    if here and set(here) <= set(_expert_layers(s)):
+        # only MoE layers here, their experts elsewhere: the router's logits and
+        # probabilities (the hparams' n_ff is the unused dense width; Qwen3-235B at
+        # -ngl 63 with exps=CPU: the second GPU's 896 MiB holds no FFN of 12288)
+        return 2 * (hp.n_expert or 0) * ub * F32
     n_ff = hp.n_ff
     if isinstance(n_ff, tuple) and here:
         widest = max((n_ff[il] for il in here if il < len(n_ff)), default=0)
@@ -198,13 +206,20 @@ def estimate(
     on_host = _experts_on_host(s, experts)
     host_runs_experts = on_host and not (s.devices and _offloaded(rt, hp, ub))
     copies = _copies(rt, s, layers, experts)
+    # a partial -ngl: layers (or the output) left on the CPU beside GPUs
+    partial = bool(s.devices) and (len(layers) < (hp.n_layer or 0) or output is None)
+    basis: Basis = "upper-bound" if partial else "estimated"
     if s.devices and buffer not in s.devices:
         if buffer != "CUDA_Host":
             return 0, "estimated"
         host = (mask + e * ub * F32) * copies
         if host_runs_experts:
             host += _host_experts(s, fused)
-        return host, "estimated"
+        if partial:
+            # the CPU layers' residual stream besides the embeddings' rows: a llama-2 at
+            # -ngl 0 logged both (21.01 MiB), Qwen3-235B at -ngl 63 only the rows
+            host += e * ub * F32
+        return host, basis
     # gemma2/grok/gemma4 cap the logits with one ggml_softcap, which ggml-alloc cannot
     # do in place: the capped copy sits beside the matmul's (gemma-2-2b on the CPU:
     # 2 x 500 MiB + the final norm, ik issue 60)
@@ -217,6 +232,13 @@ def estimate(
         mask, cast = cast, 0
     here = [il for il, dev in layers.items() if dev == buffer] if s.devices else []
     moe_here = any(experts.get(il) == buffer for il in here) if s.devices else not on_host
+    first_gpu = next((d for d in s.devices if d.startswith("CUDA")), None)
+    offload_target = buffer == first_gpu and (partial or on_host)
+    # no layer, no output, no experts, no host matmuls (-ngl 0 on a second GPU): the
+    # scheduler gives it no node and ik no compute buffer
+    idle = not here and buffer != output and not offload_target
+    if s.devices and idle and all(dev != buffer for dev in experts.values()):
+        return 0, basis
     held = 2 * e * ub * F32
     # split inputs: the mask, and the embeddings' rows (on layer 0's device) or the
     # residual stream (on the others), n_embd x ubatch f32; CPU only: the same, once
@@ -224,7 +246,11 @@ def estimate(
     layer = inputs + held + max(_attention(rt, s), _ffn(s, moe_here, here))
     if not s.devices and host_runs_experts:
         layer = max(layer, inputs + held + _host_experts(s, fused))
-    first_gpu = next((d for d in s.devices if d.startswith("CUDA")), None)
+    if buffer == first_gpu and partial and ub >= OFFLOAD_MIN_BATCH:
+        # big-batch matmuls of host weights run here, one copied weight per split: the
+        # largest, its output and the normed input beside it (a llama-2 at -ngl 0: its
+        # q8_0 output 166.02 MiB + logits 62.5 + 2 x 10 = 248.52 MiB, 248.54 logged)
+        layer = max(layer, dense_staged(s, layers, output) + held)
     if buffer == first_gpu and on_host and _offloaded(rt, hp, ub):
         copy = offload_copy(
             s.profile,
@@ -239,12 +265,12 @@ def estimate(
         # copy (2450) + the activations (2944) + 24: the copy phase holds no more
         layer = max(layer, copy + expert_activations(s.profile, ub))
     peak = layer
-    if buffer == output or output is None:
+    if buffer == output or not s.devices:
         # with several copies every copy of every graph input stays allocated (the
         # scheduler marks them inputs and outputs); with one, they are freed by now
         kept = (mask + e * ub * F32) * copies if copies > 1 else 0
         peak = max(peak, logits + kept)
-    return peak, "estimated"
+    return peak, basis
 
 
 def _copies(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from layoutgen.models.quants import by_name
-from layoutgen.runtimes.base import Runtime
+from layoutgen.runtimes.base import Runtime, dense_staged
 from layoutgen.runtimes.rules import rule
 
 if TYPE_CHECKING:
@@ -216,7 +216,7 @@ class LlamaCpp(Runtime):
             if compute.offloads_to(g, buffer):
                 # host matmul weights of CPU layers (a partial or no -ngl) come through
                 # the offload device too, one per split: the largest and its output
-                staged = max(staged, _dense_staged(s, layers, output, s.kv.ubatch))
+                staged = max(staged, dense_staged(s, layers, output))
             if not compute.runs_here(g, buffer, output=buffer == output) and not staged:
                 # no layer, no output, no experts and no big-batch offload (-ngl 0 on
                 # a device that is not the first CUDA one): the scheduler gives it
@@ -247,21 +247,3 @@ class LlamaCpp(Runtime):
 
     def reasoning_off(self) -> list[str]:
         return ["-rea", "off"]
-
-
-def _dense_staged(s: Setting, layers: Mapping[int, str], output: str | None, ub: int) -> int:
-    """The largest matrix weight of a layer on the CPU (the output's too when it
-    stays there) with the activations its offloaded matmul writes: what one split
-    copies into the offload device's compute buffer.  Routed experts are
-    :func:`.compute.staged_here`'s; token embeddings are read by get_rows, never
-    offloaded."""
-    from layoutgen.solve.placement import expert_layer, loaded
-
-    best = 0
-    for t in loaded(s.profile, s.rt):
-        if len(t.shape) < 2 or expert_layer(t.name) is not None or t.name == "token_embd.weight":
-            continue
-        on_cpu = t.layer not in layers if t.layer is not None else output is None
-        if on_cpu:
-            best = max(best, t.nbytes + t.shape[1] * ub * 4)
-    return best
