@@ -2,7 +2,8 @@
 
 Every rule is checked on both sides of its first build, on the layouts it
 matters for (GLM-5.1 from seed 001): the build numbers and pull requests are
-ik_llama.cpp's history (``git rev-list --count`` at each merge commit).
+each project's history (``git rev-list --count`` at each merge commit; llama.cpp's
+checked against its ``bNNNN`` release tags).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 
 from layoutgen import runtimes
 from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp, _share
+from layoutgen.runtimes.llama_cpp import LlamaCpp
 from layoutgen.runtimes.rules import VersionError, parse_version
 from layoutgen.solve.plan import to_json
 from layoutgen.spec.validate import validate_file
@@ -76,15 +78,74 @@ def test_every_rule_has_a_source_and_builds_in_date_order() -> None:
         assert len({r.name for r in rules}) == len(rules)
 
 
-@pytest.mark.parametrize("rule", [r.name for r in IkLlamaCpp.RULES])
-def test_a_rule_applies_from_its_build_and_its_date(rule: str) -> None:
-    r = next(x for x in IkLlamaCpp.RULES if x.name == rule)
-    assert runtimes.get("ik_llama.cpp", str(r.since_build)).follows(rule)
-    assert not runtimes.get("ik_llama.cpp", str(r.since_build - 1)).follows(rule)
-    assert runtimes.get("ik_llama.cpp", r.since.isoformat()).follows(rule)
+@pytest.mark.parametrize(
+    ("kind", "rule"),
+    [
+        *(("ik_llama.cpp", r.name) for r in IkLlamaCpp.RULES),
+        *(("llama.cpp", r.name) for r in LlamaCpp.RULES),
+    ],
+)
+def test_a_rule_applies_from_its_build_and_its_date(kind: str, rule: str) -> None:
+    r = next(x for x in runtimes.get(kind).RULES if x.name == rule)
+    assert runtimes.get(kind, str(r.since_build)).follows(rule)
+    assert not runtimes.get(kind, str(r.since_build - 1)).follows(rule)
+    assert runtimes.get(kind, r.since.isoformat()).follows(rule)
     day_before = (r.since - datetime.timedelta(days=1)).isoformat()
-    assert not runtimes.get("ik_llama.cpp", day_before).follows(rule)
-    assert runtimes.get("ik_llama.cpp").follows(rule)  # no version: the newest
+    assert not runtimes.get(kind, day_before).follows(rule)
+    assert runtimes.get(kind).follows(rule)  # no version: the newest
+
+
+@pytest.mark.parametrize(
+    ("version", "mapped", "overridden", "cpu_layer_kv"),
+    [
+        ("b3989", "CPU", "CPU", "CUDA_Host"),  # 2024: mapped weights named CPU
+        ("b3990", "CPU_Mapped", "CPU", "CUDA_Host"),  # #10026
+        ("b4118", "CPU_Mapped", "CPU", "CPU"),  # #10358: KV on the layer's device
+        ("b6049", "CPU_Mapped", "CUDA_Host", "CPU"),  # #14990: -ot CPU takes host buffers
+    ],
+)
+def test_llama_cpp_host_buffers_by_build(
+    version: str, mapped: str, overridden: str, cpu_layer_kv: str
+) -> None:
+    """Buffer names as each build prints them: mapped weights, tensors -ot sends to the
+    CPU with --no-mmap beside a GPU, and a CPU layer's KV cache beside a GPU."""
+    rt = runtimes.get("llama.cpp", version)
+    assert rt.host_buffer(gpus=True, host_overrides=False, mmap=True) == mapped
+    assert rt.expert_host_buffer(gpus=True, mmap=False) == overridden
+    assert rt.expert_host_buffer(gpus=False, mmap=False) == "CPU"
+    assert rt.cpu_layer_kv_buffer(gpus=True) == cpu_layer_kv
+    assert rt.cpu_layer_kv_buffer(gpus=False) == "CPU"
+
+
+@pytest.mark.parametrize(
+    ("version", "fa_on", "fa_off", "stream"),
+    [("b6867", 256, 32, 1), ("b6868", 1, 1, 1), ("b6975", 256, 256, 256)],
+)
+def test_llama_cpp_kv_padding_by_build(version: str, fa_on: int, fa_off: int, stream: int) -> None:
+    """#16812 dropped the KV padding (256 with flash attention, 32 without), #17046 made
+    it 256 always, for each sequence's stream too."""
+    rt = runtimes.get("llama.cpp", version)
+    assert (rt.ctx_padding(True), rt.ctx_padding(False), rt.stream_padding()) == (
+        fa_on,
+        fa_off,
+        stream,
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "n", "first", "output"),
+    [
+        ("b7466", 15, 17, False),  # phi3 (32 layers) at b2977: layers 17-31, output on CPU
+        ("b7466", 33, 0, True),
+        ("b7467", 15, 18, True),  # #18148: the output is one of the N, offloaded first
+        ("b7467", 33, 0, True),
+        ("b7467", 0, 32, False),
+    ],
+)
+def test_llama_cpp_ngl_counts_the_output_since_7467(
+    version: str, n: int, first: int, output: bool
+) -> None:
+    assert runtimes.get("llama.cpp", version).gpu_layers(32, n) == (first, output)
 
 
 def test_split_by_size_since_4327_by_count_before(tmp_path: Path) -> None:

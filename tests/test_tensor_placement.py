@@ -286,15 +286,18 @@ def test_ik_counts_ngl_over_repeating_layers_and_keeps_the_output_on_the_cpu(
 ) -> None:
     """ik_llama.cpp's -ngl N offloads the last N repeating layers and the output only
     when N exceeds them (llm_load_tensors: i_gpu_start = n_layer - N); llama.cpp counts
-    the output as one of the N.  The same N = 48 on this 48-layer model: every layer
-    on the GPUs with the output left on the CPU on ik, one layer fewer on llama.cpp."""
+    the output as one of the N (since its build 7467).  The same N = 48 on this
+    48-layer model: every layer on the GPUs with the output left on the CPU on ik,
+    one layer fewer on llama.cpp."""
     ik = validate_file(_spec(tmp_path, "    experts: gpu\n    gpu_layers: 48\n", "ik"))
     sp = ik.plan.service("w")
     assert sorted(sp.layer_buffer) == list(range(48))
     assert sp.buffers["CUDA0"].basis["compute"] == "upper-bound"
     assert " -ngl 48 " in " ".join(sp.argv)
-    llama = validate_file(_spec(tmp_path, "    experts: gpu\n    gpu_layers: 48\n")).plan
-    assert sorted(llama.service("w").layer_buffer) == list(range(1, 48))
+    # llama.cpp since build 7467 (PR #18148): the output is one of the N
+    newer = _spec(tmp_path, "    experts: gpu\n    gpu_layers: 48\n")
+    newer.write_text(newer.read_text().replace("b6123", "b7467"))
+    assert sorted(validate_file(newer).plan.service("w").layer_buffer) == list(range(1, 48))
     # one more is every layer and the output, as -ngl 999 is: nothing partial is left
     full = validate_file(_spec(tmp_path, "    experts: gpu\n    gpu_layers: 49\n", "ik"))
     fp = full.plan.service("w")

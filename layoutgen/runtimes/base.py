@@ -168,7 +168,7 @@ class Runtime:
         output layer goes too.  llama.cpp counts the output as one of the N
         (``llama_model::load_tensors``: i_gpu_start = n_layer + 1 - N, the output
         being layer n_layer): layers from n_layer + 1 - N, the output from N = 1."""
-        return max(n_layer + 1 - ngl, 0), ngl >= 1
+        return min(max(n_layer + 1 - ngl, 0), n_layer), ngl >= 1
 
     def cpu_layer_kv_buffer(self, *, gpus: bool) -> str:
         """The buffer the KV cache of a layer left on the CPU lands in: llama.cpp's
@@ -195,6 +195,10 @@ class Runtime:
 
     def ctx_padding(self, flash_attn: bool) -> int:
         """The multiple the total context is padded to."""
+        return 256
+
+    def stream_padding(self) -> int:
+        """The multiple each sequence's own KV stream is padded to."""
         return 256
 
     #: one KV stream for all sequences whatever -kvu says

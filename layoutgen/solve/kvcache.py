@@ -108,7 +108,7 @@ def cells(hp: HParams, s: KVSettings, *, swa: bool) -> int:
     if not s.rt.SWA_RING:
         return total  # ik gives sliding-window layers the full context
     np = max(1, s.parallel)
-    base = total if s.kv_unified else _pad(total // np, 256)
+    base = total if s.kv_unified else _pad(total // np, s.rt.stream_padding())
     if not swa or s.swa_full:
         return base
     n_swa = hp.sliding_window or 0

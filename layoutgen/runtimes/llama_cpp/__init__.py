@@ -29,12 +29,58 @@ if TYPE_CHECKING:
 
 RULES = (
     rule(
+        "mapped-buffer-name",
+        3990,
+        "2024-10-30",
+        "llama.cpp PR #10026 (c5b0f4b5d)",
+        "memory-mapped host weights are a CPU_Mapped buffer (before: named CPU)",
+    ),
+    rule(
+        "kv-on-layer-device",
+        4118,
+        "2024-11-17",
+        "llama.cpp PR #10358 (be5caccef)",
+        "a CPU layer's KV cache is in the CPU device's own buffer (before: the first "
+        "GPU's pinned CUDA_Host, first in the CPU buffer list)",
+    ),
+    rule(
         "kv-stream-per-sequence",
         5913,
         "2025-07-16",
         "llama.cpp PR #14363 (high-throughput mode; first in release b5913, issue #14847)",
         "each of -np N sequences gets its own KV stream of ctx/N cells unless -kvu; "
         "before, one cache of ctx cells was shared by all sequences",
+    ),
+    rule(
+        "cpu-overrides-host-buffers",
+        6049,
+        "2025-07-31",
+        "llama.cpp PR #14990 (d6818d06a)",
+        "tensors -ot sends to the CPU take the CPU buffer list (pinned CUDA_Host without "
+        "mmap); before, the plain CPU buffer type: a CPU buffer of their own with --no-mmap",
+    ),
+    rule(
+        "kv-unpadded",
+        6868,
+        "2025-10-28",
+        "llama.cpp PR #16812 (85a7d86)",
+        "the KV cache size is not padded (before: to 256 cells with flash attention, 32 without)",
+    ),
+    rule(
+        "kv-padded-256",
+        6975,
+        "2025-11-07",
+        "llama.cpp PR #17046 (16bcc12)",
+        "the KV cache size, and each sequence's stream, padded to 256 cells with or "
+        "without flash attention",
+    ),
+    rule(
+        "ngl-counts-output",
+        7467,
+        "2025-12-18",
+        "llama.cpp PR #18148 (57c1e0564)",
+        "-ngl N counts the output layer as one of the N and offloads it first (before: N "
+        "repeating layers, the output only when N exceeds them)",
     ),
     rule(
         "mixed-batch-embeddings",
@@ -131,11 +177,48 @@ class LlamaCpp(Runtime):
     # ---- weights -------------------------------------------------------------------
 
     def host_buffer(self, *, gpus: bool, host_overrides: bool, mmap: bool) -> str:
-        """Host weights stay memory-mapped (``CPU_Mapped``) unless mmap is off; then
-        pinned ``CUDA_Host`` with a GPU, plain ``CPU`` without."""
+        """Host weights stay memory-mapped (``CPU_Mapped``; ``CPU`` before build 3990)
+        unless mmap is off; then pinned ``CUDA_Host`` with a GPU, plain ``CPU`` without."""
         if mmap:
-            return "CPU_Mapped"
+            return "CPU_Mapped" if self.follows("mapped-buffer-name") else "CPU"
         return "CUDA_Host" if gpus else "CPU"
+
+    def expert_host_buffer(self, *, gpus: bool, mmap: bool) -> str:
+        """Tensors overridden to the CPU: with the other host weights, except with
+        --no-mmap beside a GPU before build 6049, when the plain CPU buffer type gave
+        them a ``CPU`` buffer of their own (Qwen3-235B at b5192: CPU beside CUDA_Host)."""
+        if gpus and not mmap and not self.follows("cpu-overrides-host-buffers"):
+            return "CPU"
+        return self.host_buffer(gpus=gpus, host_overrides=True, mmap=mmap)
+
+    def gpu_layers(self, n_layer: int, ngl: int) -> tuple[int, bool]:
+        """Since build 7467 the output is one of the N (:meth:`Runtime.gpu_layers`);
+        before, N repeating layers and the output only when N exceeds them, as
+        ik_llama.cpp still counts."""
+        if self.follows("ngl-counts-output"):
+            return super().gpu_layers(n_layer, ngl)
+        return max(n_layer - ngl, 0), ngl > n_layer
+
+    def cpu_layer_kv_buffer(self, *, gpus: bool) -> str:
+        """The CPU device's buffer since build 4118; before, pinned ``CUDA_Host`` beside
+        a GPU (phi3 at b2977, -ngl 15: CUDA_Host KV buffer)."""
+        if gpus and not self.follows("kv-on-layer-device"):
+            return "CUDA_Host"
+        return "CPU"
+
+    def ctx_padding(self, flash_attn: bool) -> int:
+        """256 cells since build 6975; none from 6868; before, 256 with flash attention
+        and 32 without (pythia at b4343: 128 cells for -c 128)."""
+        if self.follows("kv-padded-256"):
+            return 256
+        if self.follows("kv-unpadded"):
+            return 1
+        return 256 if flash_attn else 32
+
+    def stream_padding(self) -> int:
+        """Each sequence's own stream padded to 256 cells since build 6975; before,
+        the padded total divided by the sequences."""
+        return 256 if self.follows("kv-padded-256") else 1
 
     def repacked(self, profile: Profile, isa: str, args: Sequence[str]) -> frozenset[str]:
         """Matrices of types the CPU backend repacks for this ISA (``-nr`` turns it off).
