@@ -108,7 +108,16 @@ def test_what_repacks_depends_on_the_instruction_set(q4: tuple[Path, Path, Path]
     profile = load_profile(path)
     llama = runtimes.get("llama.cpp")
     matrices = {t.name for t in profile.tensors() if len(t.shape) > 1} - {"token_embd.weight"}
-    assert llama.repacked(profile, "x86-64-v3", []) == matrices  # rows all multiples of 8
-    assert llama.repacked(profile, "x86-64", []) == frozenset()  # no AVX2: nothing
-    assert llama.repacked(profile, "x86-64-v3", ["-nr"]) == frozenset()
-    assert runtimes.get("ik_llama.cpp").repacked(profile, "x86-64-v3", []) == frozenset()
+    sizes = {t.name: t.nbytes for t in profile.tensors()}
+    repacked = llama.repacked(profile, "x86-64-v3", [])
+    assert set(repacked) == matrices  # rows all multiples of 8
+    assert all(repacked[n] == ("CPU_REPACK", sizes[n]) for n in matrices)
+    assert llama.repacked(profile, "x86-64", []) == {}  # no AVX2: nothing
+    assert llama.repacked(profile, "x86-64-v3", ["-nr"]) == {}
+    assert runtimes.get("ik_llama.cpp").repacked(profile, "x86-64-v3", []) == {}
+    # an AMX host: the AMX buffer type comes first and takes the q4_0 matrices whose
+    # rows divide by 32, at their size (q4_0 packs without extra bytes)
+    amx = llama.repacked(profile, "x86-64-v4-amx", [])
+    taken = {n for n, (buf, _) in amx.items() if buf == "AMX"}
+    assert taken and taken <= matrices
+    assert all(amx[n][1] == sizes[n] for n in taken)

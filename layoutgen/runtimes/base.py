@@ -149,10 +149,13 @@ class Runtime:
         other host weights)."""
         return self.host_buffer(gpus=gpus, host_overrides=True, mmap=mmap)
 
-    def repacked(self, profile: Profile, isa: str, args: Sequence[str]) -> frozenset[str]:
-        """Host tensors the CPU backend repacks into a buffer of their own (CPU_REPACK)
-        when no GPU's pinned buffer takes them; none by default."""
-        return frozenset()
+    def repacked(
+        self, profile: Profile, isa: str, args: Sequence[str]
+    ) -> Mapping[str, tuple[str, int]]:
+        """Host tensors the CPU backend copies into a buffer of its own (CPU_REPACK, AMX)
+        when no GPU's pinned buffer takes them: name -> (buffer, bytes there); none by
+        default."""
+        return {}
 
     def gpu_matmul(self, qtype: str) -> bool | Rule | None:
         """Whether this build's CUDA backend multiplies ``qtype`` weights: True; else the

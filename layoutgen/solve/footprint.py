@@ -380,7 +380,7 @@ def buffers(
     host = s.rt.host_buffer(gpus=s.local_gpus, host_overrides=host_overrides, mmap=s.mmap)
     output = output_device(s)
     expert_host = s.rt.expert_host_buffer(gpus=s.local_gpus, mmap=s.mmap)
-    repacked = frozenset() if s.local_gpus else s.rt.repacked(s.profile, s.isa, s.args)
+    repacked = None if s.local_gpus else s.rt.repacked(s.profile, s.isa, s.args)
     w = place_weights(
         s.profile, s.rt, layers, experts, host, output, expert_host, repacked, pins or None
     )

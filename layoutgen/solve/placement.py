@@ -131,7 +131,7 @@ def place_weights(
     host: str,
     output_device: str | None,
     expert_host: str | None = None,
-    repacked: frozenset[str] = frozenset(),
+    repacked: Mapping[str, tuple[str, int]] | None = None,
     pinned: Mapping[str, str] | None = None,
 ) -> Weights:
     """Assign each loaded tensor to a buffer.
@@ -141,7 +141,8 @@ def place_weights(
     layer -> device for its routed experts; absent expert layers go to
     ``expert_host`` (default ``host``).  ``output_device``: where output/norm
     tensors go (None: host).  ``repacked``: host tensors the CPU backend keeps in
-    ``CPU_REPACK`` instead (llama.cpp without a GPU's pinned buffer).  ``pinned``:
+    ``CPU_REPACK`` or ``AMX`` instead, name -> (buffer, bytes there) (llama.cpp
+    without a GPU's pinned buffer).  ``pinned``:
     tensor -> buffer for tensors an ``-ot`` rule moves one by one, whatever their
     layer says; ``"host"`` is the buffer tensors overridden to the CPU land in
     (``expert_host``).
@@ -155,9 +156,9 @@ def place_weights(
     def put(names: tuple[str, ...], nbytes: int, buf: str) -> None:
         if repacked and buf in ("CPU", "CPU_Mapped"):
             for name in names:
-                one = "CPU_REPACK" if name in repacked else buf
+                one, nbytes = repacked.get(name, (buf, sizes[name]))
                 tensor_buffer[name] = one
-                buffers[one] = buffers.get(one, 0) + sizes[name]
+                buffers[one] = buffers.get(one, 0) + nbytes
                 count[one] = count.get(one, 0) + 1
             return
         tensor_buffer.update(dict.fromkeys(names, buf))

@@ -243,7 +243,7 @@ class Strict(BaseModel):
 # --------------------------------------------------------------------- host
 
 
-CpuIsa = Literal["x86-64", "x86-64-v3", "x86-64-v4", "aarch64"]
+CpuIsa = Literal["x86-64", "x86-64-v3", "x86-64-v4", "x86-64-v4-amx", "aarch64"]
 
 
 class Cpu(Strict):
@@ -253,8 +253,10 @@ class Cpu(Strict):
         default="x86-64-v3",
         description=(
             "instruction set level, which decides the weights llama.cpp repacks into "
-            "CPU_REPACK: x86-64-v3 (AVX2, default), x86-64-v4 (AVX-512), x86-64 (neither), "
-            "aarch64 (NEON with dot product)"
+            "CPU_REPACK: x86-64-v3 (AVX2, default), x86-64-v4 (AVX-512), x86-64-v4-amx "
+            "(AVX-512 with AMX, Xeon Sapphire Rapids and later: matrices of some types "
+            "are copied into an AMX buffer), x86-64 (neither), aarch64 (NEON with dot "
+            "product)"
         ),
     )
     model: CpuModel | None = Field(

@@ -325,10 +325,15 @@ def spec_for(
     ngl = offloaded_layers(record)
     if n_gpus and ngl is not None:
         service["gpu_layers"] = int(ngl)
+    # a log with an AMX buffer ran on a host with AMX (Xeon Sapphire Rapids and later)
+    amx = "AMX" in logged_buffers(record)
+    cpu: dict[str, Any] = {"cores": 256, "threads": 512}
+    if amx:
+        cpu["isa"] = "x86-64-v4-amx"
     return {
         "host": {
             "name": "truth",
-            "cpu": {"cores": 256, "threads": 512},
+            "cpu": cpu,
             "ram": "64TiB",
             "ram_reserve": "0",
             "gpu_overhead": "0",

@@ -24,6 +24,7 @@ from layoutgen.runtimes.rules import rule
 
 if TYPE_CHECKING:
     from layoutgen.models.profile import Profile
+    from layoutgen.models.tensors import Tensor
     from layoutgen.solve.footprint import Setting
     from layoutgen.solve.plan import Basis
 
@@ -44,6 +45,14 @@ RULES = (
         "GPU's pinned CUDA_Host, first in the CPU buffer list)",
     ),
     rule(
+        "amx-extra-buffer",
+        4226,
+        "2024-11-29",
+        "llama.cpp PR #10570 (7cc2d2c88)",
+        "AMX is an extra buffer type of the CPU backend for q4_0, q4_1, q8_0, q4_K, q5_K, "
+        "q6_K, iq4_xs and f16 matrices (before, a backend of its own for q4_0 and q4_1)",
+    ),
+    rule(
         "kv-stream-per-sequence",
         5913,
         "2025-07-16",
@@ -58,6 +67,13 @@ RULES = (
         "llama.cpp PR #14990 (d6818d06a)",
         "tensors -ot sends to the CPU take the CPU buffer list (pinned CUDA_Host without "
         "mmap); before, the plain CPU buffer type: a CPU buffer of their own with --no-mmap",
+    ),
+    rule(
+        "amx-k-2048",
+        6697,
+        "2025-10-06",
+        "llama.cpp PR #16315",
+        "AMX takes a matrix only when its input width (ne0) is a multiple of 2048",
     ),
     rule(
         "kv-unpadded",
@@ -83,6 +99,14 @@ RULES = (
         "repeating layers, the output only when N exceeds them)",
     ),
     rule(
+        "amx-k-by-type",
+        8169,
+        "2026-02-26",
+        "llama.cpp PR #19925",
+        "AMX's input-width multiple by type: 32 for q4_0/q4_1/q8_0, 256 for the k-quants "
+        "and iq4_xs, 16 for f16 (before: 2048)",
+    ),
+    rule(
         "mixed-batch-embeddings",
         11401,
         "2026-10-05",
@@ -100,6 +124,7 @@ REPACK: dict[str, dict[str, int]] = {
     "x86-64": {},
     "x86-64-v3": {"q4_0": 8, "q4_k": 8, "iq4_nl": 8, "mxfp4": 8},
     "x86-64-v4": {"q4_0": 8, "q4_k": 8, "iq4_nl": 8, "mxfp4": 8, "q2_k": 8},
+    "x86-64-v4-amx": {"q4_0": 8, "q4_k": 8, "iq4_nl": 8, "mxfp4": 8, "q2_k": 8},
     "aarch64": {
         "q4_0": 4,
         "iq4_nl": 4,
@@ -112,18 +137,65 @@ REPACK: dict[str, dict[str, int]] = {
 }
 
 
-@functools.lru_cache(maxsize=64)
-def _repacked(profile: Profile, isa: str) -> frozenset[str]:
-    table = REPACK.get(isa, {})
-    return frozenset(
-        t.name
+#: type -> (block elements, bytes AMX adds per block) for the types ggml-cpu/amx packs
+#: (``qtype_has_amx_kernels``; ``get_row_size``: q8_0 keeps a compensation term per
+#: block, q4_K/q5_K and iq4_xs theirs per super-block); f16 is kept as it is.  Checked
+#: against two logs: DeepSeek-R1 Q8_0 at b4905, AMX 18,214.39 MiB = every 2-D matrix
+#: but the experts at 38 bytes per 32; Llama-3.1-8B Q4_K_M, 4,491.48 MiB
+AMX_PACK: dict[str, tuple[int, int]] = {
+    "q4_0": (32, 0),
+    "q4_1": (32, 0),
+    "q8_0": (32, 4),
+    "q4_k": (256, 4),
+    "q5_k": (256, 4),
+    "q6_k": (256, 0),
+    "iq4_xs": (256, 2),
+    "f16": (1, 0),
+}
+#: input-width multiples AMX needs by type since build 8169 (2048 from 6697 to 8168)
+AMX_K: dict[str, int] = {"q4_0": 32, "q4_1": 32, "q8_0": 32, "f16": 16}
+
+
+def _matrices(profile: Profile) -> list[Tensor]:
+    """The weights llama.cpp multiplies with ggml_mul_mat: 2-D and up, not the
+    embeddings (get_rows); expert stacks (mul_mat_id) are checked by the caller."""
+    return [
+        t
         for t in profile.tensors()
-        if len(t.shape) >= 2
-        and t.name != "token_embd.weight"
-        and t.name.endswith(".weight")
-        and (multiple := table.get(t.type.lower()))
-        and t.shape[1] % multiple == 0
+        if len(t.shape) >= 2 and t.name != "token_embd.weight" and t.name.endswith(".weight")
+    ]
+
+
+@functools.lru_cache(maxsize=64)
+def _repacked(profile: Profile, isa: str) -> tuple[tuple[str, tuple[str, int]], ...]:
+    table = REPACK.get(isa, {})
+    return tuple(
+        (t.name, ("CPU_REPACK", t.nbytes))
+        for t in _matrices(profile)
+        if (multiple := table.get(t.type.lower())) and t.shape[1] % multiple == 0
     )
+
+
+def _amx(rt: LlamaCpp, profile: Profile) -> dict[str, tuple[str, int]]:
+    """Matrices the AMX buffer type takes (ggml-cpu/amx ``supports_op``: a plain 2-D
+    mul_mat, so no expert stack, whose rows divide by 32 and whose input width divides
+    by the build's multiple), with the bytes its packing takes."""
+    # before build 4226 a backend of its own, with kernels for q4_0 and q4_1 only
+    types = set(AMX_PACK) if rt.follows("amx-extra-buffer") else {"q4_0", "q4_1"}
+    out: dict[str, tuple[str, int]] = {}
+    for t in _matrices(profile):
+        qtype = t.type.lower()
+        if qtype not in types or len(t.shape) != 2 or t.shape[1] % 32:
+            continue
+        k, n = t.shape
+        if rt.follows("amx-k-by-type"):
+            if k % AMX_K.get(qtype, 256):
+                continue
+        elif rt.follows("amx-k-2048") and k % 2048:
+            continue
+        block, extra = AMX_PACK[qtype]
+        out[t.name] = ("AMX", t.nbytes + n * (k // block) * extra)
+    return out
 
 
 KV_TYPES = frozenset({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"})
@@ -220,19 +292,26 @@ class LlamaCpp(Runtime):
         the padded total divided by the sequences."""
         return 256 if self.follows("kv-padded-256") else 1
 
-    def repacked(self, profile: Profile, isa: str, args: Sequence[str]) -> frozenset[str]:
-        """Matrices of types the CPU backend repacks for this ISA (``-nr`` turns it off).
+    def repacked(
+        self, profile: Profile, isa: str, args: Sequence[str]
+    ) -> Mapping[str, tuple[str, int]]:
+        """Matrices the CPU backend copies out of the file for this ISA (``-nr`` turns
+        it off): name -> (buffer, bytes).
 
         ggml-cpu/repack.cpp ``ggml_repack_get_optimal_repack_type``: a weight of a
         matrix multiplication (not the embeddings' get_rows) whose type has an
         interleaved layout for the CPU and whose rows (ne1) divide by the
         interleave; llama.cpp puts it in CPU_REPACK, read from the file even with
         mmap (checked on this project's CI machine: a q4_0 llama logs CPU_REPACK
-        beside CPU_Mapped, and only CPU_Mapped with ``-nr``).
+        beside CPU_Mapped, and only CPU_Mapped with ``-nr``).  On an AMX host the
+        AMX buffer type comes first among the extra ones and takes what it can.
         """
         if any(a in ("-nr", "--no-repack") for a in args):
-            return frozenset()
-        return _repacked(profile, isa)
+            return {}
+        out = dict(_repacked(profile, isa))
+        if isa == "x86-64-v4-amx":
+            out.update(_amx(self, profile))
+        return out
 
     def layer_split(
         self,
