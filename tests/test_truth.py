@@ -165,9 +165,6 @@ KNOWN_WEIGHTS_OFF = {
     # -ngl 63 with exps=CPU on a 2025 ik build: three mapped spans of the GGUF splits
     # (108,645 MiB) and two unmapped buffers (38,013 MiB) for a 106.83 GiB model
     ("ik-qwen3moe-i437-mtcl-2x4090-ngl63-ub4096", "CPU"),
-    # ik with -rtr on the CPU alone keeps the tied output as a second (repacked) copy
-    # of token_embd (+1,102.77 MiB); the plan copies a tied output to GPUs only
-    ("ghx-ik-gemma3-i539-jagusztinl-arm-cpu-rtr-131k", "CPU"),
     # AMX hosts (host.cpu.isa: x86-64-v4-amx; the AMX buffers themselves are exact): at
     # b4905 and in May 2025 the mapped span still held the matrices copied to AMX (the
     # whole file: 680,237.93 MiB for R1 Q8_0, 4,685.30 for Llama-3.1-8B), while build

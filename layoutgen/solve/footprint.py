@@ -74,10 +74,13 @@ class Setting:
 
 
 def _mmap(args: tuple[str, ...], mlock: bool) -> bool:
-    """Whether host weights stay memory-mapped: not with --mlock, --no-mmap, or
-    recent llama.cpp's -lm/--load-mode none|mlock|dio (which replaced both)."""
+    """Whether host weights stay memory-mapped: not with --mlock, --no-mmap, recent
+    llama.cpp's -lm/--load-mode none|mlock|dio (which replaced both), or
+    ik_llama.cpp's -rtr (run-time repacking turns mmap off: common.cpp)."""
     mode = flag_value(args, "-lm", "--load-mode")
-    return not mlock and "--no-mmap" not in args and mode not in ("none", "mlock", "dio")
+    repacks = "-rtr" in args or "--run-time-repack" in args
+    off = "--no-mmap" in args or repacks or mode in ("none", "mlock", "dio")
+    return not mlock and not off
 
 
 def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
@@ -382,7 +385,16 @@ def buffers(
     expert_host = s.rt.expert_host_buffer(gpus=s.local_gpus, mmap=s.mmap)
     repacked = None if s.local_gpus else s.rt.repacked(s.profile, s.isa, s.args)
     w = place_weights(
-        s.profile, s.rt, layers, experts, host, output, expert_host, repacked, pins or None
+        s.profile,
+        s.rt,
+        layers,
+        experts,
+        host,
+        output,
+        expert_host,
+        repacked,
+        pins or None,
+        mapped=s.mmap,
     )
     weights = dict(w.buffers)
     created: dict[str, int] = {}

@@ -133,6 +133,8 @@ def place_weights(
     expert_host: str | None = None,
     repacked: Mapping[str, tuple[str, int]] | None = None,
     pinned: Mapping[str, str] | None = None,
+    *,
+    mapped: bool = True,
 ) -> Weights:
     """Assign each loaded tensor to a buffer.
 
@@ -145,7 +147,7 @@ def place_weights(
     without a GPU's pinned buffer).  ``pinned``:
     tensor -> buffer for tensors an ``-ot`` rule moves one by one, whatever their
     layer says; ``"host"`` is the buffer tensors overridden to the CPU land in
-    (``expert_host``).
+    (``expert_host``).  ``mapped``: host weights stay memory-mapped (mmap).
     """
     expert_home = expert_host or host
     groups, sizes, skipped = _groups(profile, runtime)
@@ -176,13 +178,17 @@ def place_weights(
             buf = output_device or host
         put(names, nbytes, buf)
     tied = tied_output(profile)
-    if tied and output_device is not None and output_device != host:
+    elsewhere = output_device is not None and output_device != host
+    if tied and (elsewhere or (output_device is None and not mapped)):
         # no output.weight: the loader makes the output from token_embd
         # (TENSOR_DUPLICATED) in the output layer's buffer, a copy beside the one
         # in host RAM (llama-model-loader.cpp create_tensor; gemma3 27B on one GPU:
-        # 1,102.77 MiB more on CUDA0, ik discussion 334)
-        buffers[output_device] = buffers.get(output_device, 0) + sizes["token_embd.weight"]
-        count[output_device] = count.get(output_device, 0) + 1
+        # 1,102.77 MiB more on CUDA0, ik discussion 334); in host RAM too unless
+        # the file is mapped, where both tensors point at the same bytes (gemma3
+        # 27B on the CPU with ik's -rtr, which turns mmap off: 1,102.77 MiB more)
+        out = output_device or host
+        buffers[out] = buffers.get(out, 0) + sizes["token_embd.weight"]
+        count[out] = count.get(out, 0) + 1
     for name, pin in (pinned or {}).items():  # single tensors an -ot rule moves
         old = tensor_buffer.get(name)
         if old is None:

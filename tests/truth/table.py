@@ -293,6 +293,8 @@ def spec_for(
     flags = [str(f) for f in s.get("other_flags") or []]
     if "--no-mmap" in flags:
         args.append("--no-mmap")
+    if "-rtr" in flags and record.get("runtime") == "ik_llama.cpp":
+        args.append("-rtr")  # run-time repacking, which turns mmap off
     runtime: dict[str, Any] = {"kind": record["runtime"], "binary": "/opt/runtime/llama-server"}
     if (v := version(record)) is not None:
         runtime["version"] = v
