@@ -345,3 +345,31 @@ def test_ik_ngl_0_copies_the_largest_host_weight_to_the_first_gpu(tmp_path: Path
     ub = next(r for r in v.services if r.name == "w").ubatch
     assert sp.buffers["CUDA0"].compute >= out.nbytes + out.shape[1] * ub * 4
     assert "CUDA1" not in sp.buffers or sp.buffers["CUDA1"].compute == 0
+
+
+def test_a_blas_build_computes_host_weights_matmuls_in_a_cpu_buffer(tmp_path: Path) -> None:
+    """llama.cpp built with GGML_BLAS: the BLAS backend takes big-batch matmuls of host
+    weights (the scheduler asks it before offloading to the first GPU) into a buffer of
+    its own named CPU, beside CUDA_Host; at -ngl 0 its widest group is the output head:
+    the normed input copied from the GPU and the logits, 4 x ubatch x (n_embd + n_vocab)
+    (Qwen3-235B at b5269, -ub 512: 304.75 MiB logged)."""
+    path = _spec(tmp_path, "    experts: gpu\n    gpu_layers: 0\n")
+    plain = validate_file(path).plan.service("w")
+    assert plain.buffers["CPU"].compute == 0  # the CPU layers' KV only
+    path.write_text(path.read_text().replace("version: b6123}", "version: b6123, blas: true}"))
+    v = validate_file(path)
+    sp = v.plan.service("w")
+    hp = v.profiles["q"].hparams
+    ub = next(r for r in v.services if r.name == "w").ubatch
+    assert sp.buffers["CPU"].compute == 4 * ub * ((hp.n_embd or 0) + (hp.vocab or 0))
+    assert sp.buffers["CPU"].kv == plain.buffers["CPU"].kv and sp.device_of["CPU"] == "host"
+    # every layer on the GPUs: no host matmul, no BLAS buffer
+    path.write_text(path.read_text().replace("    gpu_layers: 0\n", ""))
+    assert "CPU" not in validate_file(path).plan.service("w").buffers
+
+
+def test_blas_is_refused_on_a_runtime_it_is_not_planned_for(tmp_path: Path) -> None:
+    path = _spec(tmp_path, "    experts: gpu\n", "ik")
+    path.write_text(path.read_text().replace('version: "4357"}', 'version: "4357", blas: true}'))
+    (message,) = [m for m in _messages(path) if "blas" in m]
+    assert "planned for llama.cpp only" in message and "remove 'blas'" in message

@@ -127,6 +127,14 @@ KNOWN_FAR = {
     ("mainline-qwen3moe-ik357-ubergarm-a6000-q8", "CUDA0"),
     ("mainline-qwen3moe-ik370-aessedai-2x3090-ot", "CUDA1"),
     ("mainline-qwen3moe-ik370-aessedai-2x3090-ot", "CUDA_Host"),
+    # the same runs on the OpenBLAS build b5269 (its BLAS buffers exact): as b5271 above
+    # (CUDA_Host +24.85 MiB of it the f32 mask b5269 casts under flash attention), one
+    # 3090's +30 %; at -ngl 0 flash attention runs on the CPU backend, not derived
+    ("ghx-main-qwen3moe-d357-aessedai-2x3090-ot-q6k", "CUDA1"),
+    ("ghx-main-qwen3moe-d357-aessedai-2x3090-ot-q6k", "CUDA_Host"),
+    ("mainline-qwen3moe-ik357-aessedai-3090-q6k-ot", "CUDA0"),
+    ("mainline-qwen3moe-ik357-aessedai-3090-q6k-ot", "CUDA_Host"),
+    ("mainline-qwen3moe-ik357-aessedai-2x3090-ngl0", "CUDA_Host"),
     ("mainline-qwen3moe-ik370-ubergarm-a6000-q8kv", "CUDA0"),
 }
 
@@ -162,6 +170,8 @@ KNOWN_WEIGHTS_OFF = {
     # counts the host tensors
     ("ghx-ik-deepseek2-pr400-ikawrakow-v25-4080-mla3-q8kv", "CPU"),
     ("mainline-qwen3moe-ik370-aessedai-2x3090-ot", "CPU_Mapped"),
+    ("ghx-main-qwen3moe-d357-aessedai-2x3090-ot-q6k", "CPU_Mapped"),  # its b5269 twin
+    ("mainline-qwen3moe-ik357-aessedai-3090-q6k-ot", "CPU_Mapped"),
     # -ngl 63 with exps=CPU on a 2025 ik build: three mapped spans of the GGUF splits
     # (108,645 MiB) and two unmapped buffers (38,013 MiB) for a 106.83 GiB model
     ("ik-qwen3moe-i437-mtcl-2x4090-ngl63-ub4096", "CPU"),

@@ -13,7 +13,9 @@ if TYPE_CHECKING:
     from layoutgen.runtimes.base import Runtime
 
 
-def get(kind: str, version: str | None = None, sched_copies: int = 4) -> Runtime:
+def get(
+    kind: str, version: str | None = None, sched_copies: int = 4, blas: bool = False
+) -> Runtime:
     """The runtime ``kind`` at ``version`` (None: the newest rules); raises
     VersionError for a version that names no build, KeyError for an unknown kind."""
     cls: type[Runtime]
@@ -26,4 +28,4 @@ def get(kind: str, version: str | None = None, sched_copies: int = 4) -> Runtime
         from layoutgen.runtimes.llama_cpp import LlamaCpp
 
         cls = {c.KIND: c for c in (LlamaCpp, IkLlamaCpp)}[kind]
-    return cls(None if version is None else cls.parse_version(version), sched_copies)
+    return cls(None if version is None else cls.parse_version(version), sched_copies, blas)

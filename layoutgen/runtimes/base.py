@@ -42,6 +42,9 @@ class Runtime:
     #: every graph input over several GPUs (4 by default; -DGGML_SCHED_MAX_COPIES=1 is
     #: a common build to save that memory, the log prints "n_copies=N")
     sched_copies: int = 4
+    #: built with a BLAS library (GGML_BLAS=ON): a host backend of its own for big-batch
+    #: matmuls of host weights, whose compute buffer is named CPU beside CUDA_Host
+    blas: bool = False
 
     #: the name a spec's ``runtimes.<id>.kind`` gives
     KIND: ClassVar[str] = ""
@@ -132,6 +135,7 @@ class Runtime:
             "rules": "newest" if self.version is None else "as of this version",
             "read_from": self.READ_FROM,
             "sched_copies": self.sched_copies,
+            "blas": self.blas,
         }
 
     # ---- weights -------------------------------------------------------------------
@@ -172,6 +176,10 @@ class Runtime:
         (``llama_model::load_tensors``: i_gpu_start = n_layer + 1 - N, the output
         being layer n_layer): layers from n_layer + 1 - N, the output from N = 1."""
         return min(max(n_layer + 1 - ngl, 0), n_layer), ngl >= 1
+
+    def blas_bytes(self, s: Setting, layers: Mapping[int, str], output: str | None) -> int:
+        """The compute buffer of a BLAS build's BLAS backend beside GPUs (0: none)."""
+        return 0
 
     def cpu_layer_kv_buffer(self, *, gpus: bool) -> str:
         """The buffer the KV cache of a layer left on the CPU lands in: llama.cpp's

@@ -413,6 +413,8 @@ def buffers(
         names.add("CUDA_Host")  # the host-side compute buffer is named CUDA_Host with a GPU
     if not s.local_gpus:
         names.add("CPU")
+    elif s.rt.blas_bytes(s, layers, output):
+        names.add("CPU")  # a BLAS build's BLAS backend: plain CPU, beside CUDA_Host
     views = expert_views(s, experts, w.tensor_buffer) if pins else (experts,)
     out: dict[str, Part] = {}
     for name in sorted(names):
@@ -529,8 +531,8 @@ def _takes_foreign_ops(s: Setting, buffer: str, layers: Mapping[int, str]) -> bo
     shared expert) on ``buffer`` while the layer runs elsewhere: then ``buffer``'s
     backend computes that op of the layer, which the runtimes' estimates do not
     model term by term."""
-    if not s.user_pins:
-        return False
+    if not s.user_pins or (buffer == "CPU" and s.local_gpus):
+        return False  # beside GPUs a CPU buffer is a BLAS build's, sized op by op
     host = buffer not in s.devices
     for name, target in s.user_pins.items():
         if expert_layer(name) is not None or not name.startswith("blk."):

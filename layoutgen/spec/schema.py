@@ -435,6 +435,15 @@ class Runtime(Strict):
         ),
     )
 
+    blas: bool = Field(
+        default=False,
+        description=(
+            "llama.cpp built with a BLAS library (GGML_BLAS=ON, e.g. OpenBLAS): matrix "
+            "multiplications of host weights from 32 tokens run on BLAS instead of the "
+            "first GPU, in a compute buffer of its own named CPU beside CUDA_Host"
+        ),
+    )
+
     @field_validator("version", mode="before")
     @classmethod
     def _as_written(cls, value: object) -> object:
@@ -459,7 +468,16 @@ class Runtime(Strict):
 
     def rules(self) -> RuntimeRules:
         """The runtime at this version: everything it decides (layoutgen.runtimes)."""
-        return runtimes.get(self.kind, self.version, self.sched_copies)
+        return runtimes.get(self.kind, self.version, self.sched_copies, self.blas)
+
+    @model_validator(mode="after")
+    def _blas_on_llama_cpp(self) -> Runtime:
+        if self.blas and self.kind != "llama.cpp":
+            raise ValueError(
+                f"blas: a BLAS build's buffers are planned for llama.cpp only, not "
+                f"{self.kind}; remove 'blas'"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_of_image_or_binary(self) -> Runtime:

@@ -296,6 +296,8 @@ def spec_for(
     if "-rtr" in flags and record.get("runtime") == "ik_llama.cpp":
         args.append("-rtr")  # run-time repacking, which turns mmap off
     runtime: dict[str, Any] = {"kind": record["runtime"], "binary": "/opt/runtime/llama-server"}
+    if record.get("blas"):
+        runtime["blas"] = True
     if (v := version(record)) is not None:
         runtime["version"] = v
     logged = record.get("logged") or ""
@@ -377,11 +379,14 @@ def evaluate(path: Path, tmp: Path) -> Outcome:
             range(len(gpu_buffers))
         ):
             raise synth.NotExpressible("the log's GPUs are not CUDA0..N (some hold nothing)")
-        if "compute" in logged.get("CPU", {}) and "compute" in logged.get("CUDA_Host", {}):
+        both = "compute" in logged.get("CPU", {}) and "compute" in logged.get("CUDA_Host", {})
+        if both and not record.get("blas"):
             # the CPU backend's compute buffer is CUDA_Host beside a GPU: a second one
-            # named CPU belongs to another host backend the build added (BLAS, by the
-            # sizes), which a spec cannot name
-            raise synth.NotExpressible("a CPU compute buffer beside CUDA_Host's (a BLAS build)")
+            # named CPU belongs to another host backend (BLAS), which the record must
+            # show the build had (its "blas: true", from the thread)
+            raise synth.NotExpressible(
+                "a CPU compute buffer beside CUDA_Host's, and no word of the build's BLAS"
+            )
         kv_on_host = [b for b, f in logged.items() if "kv" in f and not _GPU.match(b)]
         ngl = offloaded_layers(record)
         done = re.search(r"offloaded (\d+)/(\d+) layers to GPU", str(record.get("logged") or ""))

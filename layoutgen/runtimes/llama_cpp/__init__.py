@@ -198,6 +198,15 @@ def _amx(rt: LlamaCpp, profile: Profile) -> dict[str, tuple[str, int]]:
     return out
 
 
+#: matmuls that read one input (the normed residual): one group in a BLAS buffer
+_BLAS_SHARED_INPUT = {
+    **dict.fromkeys(("attn_q", "attn_k", "attn_v", "attn_qkv", "attn_q_a"), "attn_in"),
+    "attn_kv_a_mqa": "attn_in",
+    **dict.fromkeys(
+        ("ffn_gate", "ffn_up", "ffn_gate_inp", "ffn_gate_shexp", "ffn_up_shexp"), "ffn_in"
+    ),
+}
+
 KV_TYPES = frozenset({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"})
 
 
@@ -392,7 +401,45 @@ class LlamaCpp(Runtime):
             return size, "upper-bound" if staged or partial else "estimated"
         if buffer == ("CUDA_Host" if s.local_gpus else "CPU"):
             return compute.host(g), "upper-bound" if partial else "estimated"
+        if buffer == "CPU" and s.local_gpus:
+            return self.blas_bytes(s, layers, output), "estimated"
         return 0, "estimated"
+
+    def blas_bytes(self, s: Setting, layers: Mapping[int, str], output: str | None) -> int:
+        """A BLAS build beside GPUs: the BLAS backend (ggml-blas ``supports_op``: a
+        plain mul_mat of 32 tokens or more, both sides 32 wide or more, on host
+        weights; never mul_mat_id) takes host weights' matmuls from the scheduler
+        before op offload could send them to the first GPU.  Its buffer (plain CPU:
+        only the CPU backend gets CUDA_Host) holds, per group of matmuls reading one
+        input, their f32 outputs and that input's copy when a GPU computed it (the
+        norms' multiplies are offloaded): 4 x ubatch x the widest group.  Checked
+        against three b5269 logs of an OpenBLAS build: Qwen3-235B's routers on the
+        host, 8.25 MiB ((4096 + 128) x 512 x 4); at -ngl 0 its output head, 304.75."""
+        if not self.blas or not s.local_gpus or s.kv.ubatch < 32:
+            return 0
+        from layoutgen.solve.placement import HOST, expert_layer, loaded
+
+        groups: dict[tuple[int | None, str], list[int]] = {}
+        for t in loaded(s.profile, self):
+            if len(t.shape) != 2 or t.name == "token_embd.weight":
+                continue
+            if expert_layer(t.name) is not None:  # mul_mat_id: never BLAS
+                continue
+            pin = s.user_pins.get(t.name)
+            if pin is not None:
+                on_host = pin == HOST
+            elif t.layer is not None:
+                on_host = t.layer not in layers
+            else:
+                on_host = output is None
+            k, n = t.shape
+            if not on_host or k < 32 or n < 32:
+                continue
+            kind = t.name.split(".")[-2]
+            share = _BLAS_SHARED_INPUT.get(kind, t.name)
+            group = groups.setdefault((t.layer, share), [k])
+            group.append(n)
+        return 4 * s.kv.ubatch * max((sum(g) for g in groups.values()), default=0)
 
     # ---- flags ---------------------------------------------------------------------
 
