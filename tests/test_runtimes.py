@@ -291,3 +291,32 @@ def test_a_version_is_checked_as_written(text: str) -> None:
         parse_version(text)
     message = str(caught.value)
     assert "\n" not in message and "\x1b" not in message and len(message) < 400
+
+
+@pytest.mark.parametrize(
+    ("version", "isa", "types", "buffer"),
+    [
+        ("b4281", "x86-64-v3", set(), None),
+        ("b4282", "x86-64-v3", {"q4_0"}, "CPU_AARCH64"),  # #10446: x86 repacks q4_0
+        ("b4929", "x86-64-v3", {"q4_0", "q4_k"}, "CPU_AARCH64"),  # #12332
+        ("b5615", "x86-64-v3", {"q4_0", "q4_k"}, "CPU_REPACK"),  # #13892 renames it
+        ("b6144", "x86-64-v4", {"q4_0", "q4_k", "q2_k", "iq4_nl"}, "CPU_REPACK"),
+        ("b4080", "aarch64", set(), None),
+        ("b4081", "aarch64", {"q4_0"}, "CPU_AARCH64"),  # #9921: ARM first
+    ],
+)
+def test_llama_cpp_repacks_each_type_from_its_build(
+    version: str, isa: str, types: set[str], buffer: str | None
+) -> None:
+    """Which matrices the CPU backend repacks grew type by type; a 2024 build kept
+    q4_K mapped (pythia q4_K_M at b4343: every matrix in CPU_Mapped)."""
+    from layoutgen.models.profile import load_profile
+
+    profile = load_profile(ROOT / "layouts" / "models" / "qwen3-coder-next-q4_0.yaml")
+    got = runtimes.get("llama.cpp", version).repacked(profile, isa, [])
+    by_type = {t.name: t.type.lower() for t in profile.tensors()}
+    assert {by_type[n] for n in got} <= types
+    if "q4_0" in types:
+        assert got and {b for b, _ in got.values()} == {buffer}
+    else:
+        assert not got

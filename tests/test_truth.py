@@ -183,11 +183,10 @@ KNOWN_WEIGHTS_OFF = {
     ("ghx-main-llama-i437-kirnat-8b-amx-cpu", "CPU_Mapped"),
     # an unsloth UD mix of Nemotron-Ultra, not published per tensor
     *(("ik-deci-pr377-panchovix-4gpu-nemotron-ultra", f"CUDA{i}") for i in range(4)),
-    # 2024 mainline builds on the CPU: no CPU_REPACK buffer yet (b4343), the mapped file
-    # span (pythia), and "CPU" where later builds say CPU_Mapped (ollama's build: which
-    # llama.cpp it vendored is not printed)
+    # b4343 on an arm64 CI runner kept its q4_0 matrices mapped, no CPU_AARCH64 buffer
+    # (the record cannot say which NEON features the runner had); "CPU" where later
+    # builds say CPU_Mapped (ollama's build: which llama.cpp it vendored is not printed)
     ("misc-gptneox-ci-pythia-arm64-ppl-c128", "CPU_Mapped"),
-    ("misc-gptneox-ci-pythia-cpu-b4343", "CPU_Mapped"),
     ("misc-qwen2-ollama7585-cpu", "CPU"),
     # b2977 -ngl 15 on phi3: the host buffer is the mapped span of the one GGUF file,
     # 8,169.25 MiB, the GPU's 3,016.11 MiB (exact) between host tensors included

@@ -37,6 +37,14 @@ RULES = (
         "memory-mapped host weights are a CPU_Mapped buffer (before: named CPU)",
     ),
     rule(
+        "repack-aarch64-q4_0",
+        4081,
+        "2024-11-15",
+        "llama.cpp PR #9921 (1607a5e5b)",
+        "the CPU backend repacks q4_0 matrices on aarch64 (NEON with dot product) into "
+        "a buffer of their own, CPU_AARCH64",
+    ),
+    rule(
         "kv-on-layer-device",
         4118,
         "2024-11-17",
@@ -45,12 +53,40 @@ RULES = (
         "GPU's pinned CUDA_Host, first in the CPU buffer list)",
     ),
     rule(
+        "repack-aarch64-iq4_nl",
+        4207,
+        "2024-11-28",
+        "llama.cpp PR #10541 (c202cef16)",
+        "iq4_nl repacked on aarch64",
+    ),
+    rule(
         "amx-extra-buffer",
         4226,
         "2024-11-29",
         "llama.cpp PR #10570 (7cc2d2c88)",
         "AMX is an extra buffer type of the CPU backend for q4_0, q4_1, q8_0, q4_K, q5_K, "
         "q6_K, iq4_xs and f16 matrices (before, a backend of its own for q4_0 and q4_1)",
+    ),
+    rule(
+        "repack-x86-q4_0",
+        4282,
+        "2024-12-07",
+        "llama.cpp PR #10446 (19d8762ab)",
+        "q4_0 repacked on x86 with AVX2 (8x8)",
+    ),
+    rule(
+        "repack-x86-q4_k",
+        4929,
+        "2025-03-20",
+        "llama.cpp PR #12332 (3d82dbcbc)",
+        "q4_K repacked on x86 with AVX2",
+    ),
+    rule(
+        "repack-buffer-name",
+        5615,
+        "2025-06-09",
+        "llama.cpp PR #13892 (f470bc36b)",
+        "the repacked weights' buffer is named CPU_REPACK (before: CPU_AARCH64)",
     ),
     rule(
         "kv-stream-per-sequence",
@@ -67,6 +103,20 @@ RULES = (
         "llama.cpp PR #14990 (d6818d06a)",
         "tensors -ot sends to the CPU take the CPU buffer list (pinned CUDA_Host without "
         "mmap); before, the plain CPU buffer type: a CPU buffer of their own with --no-mmap",
+    ),
+    rule(
+        "repack-x86-q2_k",
+        6056,
+        "2025-08-01",
+        "llama.cpp PR #14373 (baad94885)",
+        "q2_K repacked on x86 with AVX-512",
+    ),
+    rule(
+        "repack-x86-iq4_nl",
+        6144,
+        "2025-08-13",
+        "llama.cpp PR #14904 (00f35d509)",
+        "iq4_nl repacked on x86 with AVX2",
     ),
     rule(
         "amx-k-2048",
@@ -91,6 +141,20 @@ RULES = (
         "without flash attention",
     ),
     rule(
+        "repack-aarch64-q4_k",
+        7175,
+        "2025-11-27",
+        "llama.cpp PR #17494 (cd8370b40)",
+        "q4_K repacked on aarch64",
+    ),
+    rule(
+        "repack-aarch64-q8_0",
+        7451,
+        "2025-12-17",
+        "llama.cpp PR #18096 (669696e00)",
+        "q8_0 repacked on aarch64",
+    ),
+    rule(
         "ngl-counts-output",
         7467,
         "2025-12-18",
@@ -99,12 +163,33 @@ RULES = (
         "repeating layers, the output only when N exceeds them)",
     ),
     rule(
+        "repack-aarch64-q5_k",
+        7815,
+        "2026-01-23",
+        "llama.cpp PR #18860 (091a46cb8)",
+        "q5_K repacked on aarch64",
+    ),
+    rule(
+        "repack-aarch64-q6_k",
+        7845,
+        "2026-01-27",
+        "llama.cpp PR #18888 (be8890e72)",
+        "q6_K repacked on aarch64",
+    ),
+    rule(
         "amx-k-by-type",
         8169,
         "2026-02-26",
         "llama.cpp PR #19925",
         "AMX's input-width multiple by type: 32 for q4_0/q4_1/q8_0, 256 for the k-quants "
         "and iq4_xs, 16 for f16 (before: 2048)",
+    ),
+    rule(
+        "repack-mxfp4",
+        8175,
+        "2026-02-27",
+        "llama.cpp PR #19738 (d903f30e2)",
+        "mxfp4 repacked (x86 with AVX2, aarch64)",
     ),
     rule(
         "mixed-batch-embeddings",
@@ -119,7 +204,8 @@ RULES = (
 
 #: ISA -> repackable type -> the row multiple it needs (repack.cpp, build 11434):
 #: AVX2 q4_0/q4_K/iq4_nl/mxfp4 8x8; AVX-512 adds q2_K; NEON with dot product 4x4
-#: q4_0/iq4_nl/mxfp4/q8_0 and 8x4 q4_K/q5_K/q6_K
+#: q4_0/iq4_nl/mxfp4/q8_0 and 8x4 q4_K/q5_K/q6_K; each type from the build its rule
+#: ``repack-<x86|aarch64>-<type>`` names
 REPACK: dict[str, dict[str, int]] = {
     "x86-64": {},
     "x86-64-v3": {"q4_0": 8, "q4_k": 8, "iq4_nl": 8, "mxfp4": 8},
@@ -166,13 +252,22 @@ def _matrices(profile: Profile) -> list[Tensor]:
     ]
 
 
+def _repack_rule(isa: str, qtype: str) -> str:
+    """The rule of the build that first repacked ``qtype`` on ``isa``'s family."""
+    if qtype == "mxfp4":
+        return "repack-mxfp4"
+    return f"repack-{'aarch64' if isa == 'aarch64' else 'x86'}-{qtype}"
+
+
 @functools.lru_cache(maxsize=64)
-def _repacked(profile: Profile, isa: str) -> tuple[tuple[str, tuple[str, int]], ...]:
-    table = REPACK.get(isa, {})
+def _repacked(
+    profile: Profile, table: tuple[tuple[str, int], ...], buffer: str
+) -> tuple[tuple[str, tuple[str, int]], ...]:
+    rows = dict(table)
     return tuple(
-        (t.name, ("CPU_REPACK", t.nbytes))
+        (t.name, (buffer, t.nbytes))
         for t in _matrices(profile)
-        if (multiple := table.get(t.type.lower())) and t.shape[1] % multiple == 0
+        if (multiple := rows.get(t.type.lower())) and t.shape[1] % multiple == 0
     )
 
 
@@ -317,7 +412,14 @@ class LlamaCpp(Runtime):
         """
         if any(a in ("-nr", "--no-repack") for a in args):
             return {}
-        out = dict(_repacked(profile, isa))
+        # the types this build repacks on this ISA, in the buffer it names
+        table = tuple(
+            (qtype, multiple)
+            for qtype, multiple in REPACK.get(isa, {}).items()
+            if self.follows(_repack_rule(isa, qtype))
+        )
+        name = "CPU_REPACK" if self.follows("repack-buffer-name") else "CPU_AARCH64"
+        out = dict(_repacked(profile, table, name))
         if isa == "x86-64-v4-amx":
             out.update(_amx(self, profile))
         return out
