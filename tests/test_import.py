@@ -380,3 +380,14 @@ def test_cli_import_writes_yaml_and_locates_errors(tmp_path: Path) -> None:
     assert result.stdout == ""
     missing = run_cli(["import", str(tmp_path / "nope.sh")])
     assert missing.code == 1 and "cannot read" in missing.stderr
+
+
+def test_a_row_split_is_imported_and_tensor_parallel_kept_in_args() -> None:
+    """-sm row maps to split_mode: row; ik's -sm graph is not planned: kept, said."""
+    doc, warnings = fragment("llama-server -m /m/a.gguf -c 4096 -ngl 99 -sm row -ts 1,1")
+    svc = doc["services"]["a"]
+    assert svc["split_mode"] == "row" and "args" not in svc
+    assert not any("-sm" in w for w in warnings)
+    doc, warnings = fragment("llama-server -m /m/a.gguf -c 4096 -ngl 99 -sm graph -ts 1,1")
+    assert doc["services"]["a"]["args"] == ["-sm", "graph"]
+    assert any("-sm 'graph'" in w for w in warnings)

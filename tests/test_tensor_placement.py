@@ -373,3 +373,11 @@ def test_blas_is_refused_on_a_runtime_it_is_not_planned_for(tmp_path: Path) -> N
     path.write_text(path.read_text().replace('version: "4357"}', 'version: "4357", blas: true}'))
     (message,) = [m for m in _messages(path) if "blas" in m]
     assert "planned for llama.cpp only" in message and "remove 'blas'" in message
+
+
+def test_a_row_split_of_a_moe_model_is_refused(tmp_path: Path) -> None:
+    """ggml-cuda's mul_mat_id does not read a split buffer: -sm row would abort at the
+    first batch of a model whose expert stacks the loader puts there."""
+    path = _spec(tmp_path, "    experts: gpu\n    split_mode: row\n")
+    (message,) = [m for m in _messages(path) if "split_mode" in m]
+    assert "routed experts" in message and "write split_mode: layer" in message

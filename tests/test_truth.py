@@ -181,6 +181,9 @@ KNOWN_WEIGHTS_OFF = {
     # 11434 maps only the rest (tests/test_repack.py's own run): not dated yet
     ("ghx-main-deepseek2-i285-ubergarm-r1-q8-cpu-amx", "CPU_Mapped"),
     ("ghx-main-llama-i437-kirnat-8b-amx-cpu", "CPU_Mapped"),
+    # -sm row on two T4s: the split buffer holds an unsloth UD mix of Qwen3-32B (q4_K 28,
+    # q5_K 300, q6_K 122), not published per tensor; its norms, KV and compute are exact
+    ("ghx-ik-qwen3-d397-pt13762104-2xt4-smrow", "CUDA_Split"),
     # an unsloth UD mix of Nemotron-Ultra, not published per tensor
     *(("ik-deci-pr377-panchovix-4gpu-nemotron-ultra", f"CUDA{i}") for i in range(4)),
     # b4343 on an arm64 CI runner kept its q4_0 matrices mapped, no CPU_AARCH64 buffer

@@ -576,9 +576,13 @@ def _walk(args: tuple[Arg, ...], ids: list[str], out: _Out) -> None:
         elif m == "main_gpu":
             pass  # resolved with -sm by _main_gpu
         elif m == "split_mode":
-            if text not in ("layer", "none"):
-                out.passthrough(a, "layoutgen plans -sm layer")
-                out.warn(a.at, f"-sm {clip(text)}: layoutgen plans a layer split; kept in args")
+            if text == "row":
+                out.put("split_mode", "row")
+            elif text not in ("layer", "none"):
+                out.passthrough(a, "layoutgen plans -sm layer and row")
+                out.warn(
+                    a.at, f"-sm {clip(text)}: layoutgen plans a layer or row split; kept in args"
+                )
         elif m == "cpu_moe":
             out.put("experts", "host")
         elif m == "n_cpu_moe":

@@ -106,6 +106,8 @@ def _service(
         )
     if rt is not None and rs.service.gpu_layers is not None:
         yield from _partial_offload(rs, rt, profile)
+    if rt is not None and rs.service.split_mode == "row":
+        yield from _row_split(spec, rs, rt, profile, layers)
     if rt is not None and rt.PLANNABLE:
         yield from _cache_types(rs, rt, profile)
         yield from _tensor_overrides(rs, profile, rt)
@@ -173,14 +175,18 @@ def _on_gpus(rs: ResolvedService, tensor: Tensor, experts_on_gpu: frozenset[int]
     return experts_on_gpu is None or kind[0] in experts_on_gpu
 
 
+def partial_offload(rs: ResolvedService, rt: Runtime, profile: Profile) -> bool:
+    """Whether ``gpu_layers`` leaves a layer or the output on the CPU."""
+    ngl = rs.service.gpu_layers
+    return ngl is not None and rt.gpu_layers(profile.hparams.n_layer, ngl) != (0, True)
+
+
 def _gpu_types(
     rs: ResolvedService, rt: Runtime, profile: Profile, layers: frozenset[int]
 ) -> Iterator[Problem]:
     """Weights on a GPU whose type the runtime's CUDA build cannot multiply: the
     scheduler would copy each back to host RAM and run it on the CPU every batch."""
-    ngl = rs.service.gpu_layers
-    partial = ngl is not None and rt.gpu_layers(profile.hparams.n_layer, ngl) != (0, True)
-    if not rs.gpus or partial or rs.service.tensor_overrides:
+    if not rs.gpus or partial_offload(rs, rt, profile) or rs.service.tensor_overrides:
         return  # partial offload and user -ot rules: where tensors go is theirs
     experts = rs.experts
     on_gpu: frozenset[int] | None  # None: any expert layer may be on a GPU
@@ -326,6 +332,49 @@ def _examples(names: list[str]) -> list[str]:
         kind = re.sub(r"\d+", "N", n)
         seen.setdefault(kind, n)
     return [*list(seen.values())[:4]]
+
+
+def _row_split(
+    spec: Spec, rs: ResolvedService, rt: Runtime, profile: Profile, expert_layers: frozenset[int]
+) -> Iterator[Problem]:
+    """-sm row as planned: matrices split by rows over two GPUs or more (ggml-cuda's
+    split buffer type), every layer whole, no routed experts (ggml-cuda's mul_mat_id
+    does not read a split buffer), no rpc device."""
+    where = ("services", rs.name, "split_mode")
+    label = f"services.{rs.name}.split_mode"
+    rpc = [g.id for g in spec.host.gpus if g.id in rs.gpus and g.rpc is not None]
+    if len(rs.gpus) < 2:
+        yield Problem(
+            where,
+            f"{label}: row splits each matrix over two GPUs or more; give the service "
+            "more GPUs or remove 'split_mode'",
+        )
+    elif rpc:
+        yield Problem(
+            where,
+            f"{label}: row splits matrices over local CUDA GPUs only, not the rpc "
+            f"device(s) {', '.join(rpc)}; write split_mode: layer",
+        )
+    elif not rt.splits_rows():
+        yield Problem(
+            where,
+            f"{label}: {rt.kind} {rt.version.text if rt.version else '(newest)'} loads "
+            "every layer on the main GPU with -sm row (the split buffer went to -sm "
+            "graph in build 4035, PR #1022); write split_mode: layer",
+        )
+    elif expert_layers:
+        yield Problem(
+            where,
+            f"{label}: model {rs.service.model!r} has routed experts, whose stacks "
+            "ggml-cuda cannot multiply from a split buffer (mul_mat_id); write "
+            "split_mode: layer",
+        )
+    elif partial_offload(rs, rt, profile) or rs.service.tensor_overrides:
+        yield Problem(
+            where,
+            f"{label}: row with gpu_layers or tensor_overrides is not planned; keep "
+            "every layer on the GPUs or write split_mode: layer",
+        )
 
 
 def _partial_offload(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterator[Problem]:

@@ -83,7 +83,7 @@ def server_argv(
     layers = rs.service.gpu_layers
     argv += ["-ngl", ("999" if layers is None else str(layers)) if rs.gpus else "0"]
     if len(rs.gpus) > 1:
-        argv += ["-sm", "layer", "-ts", ",".join(map(_share, shares))]
+        argv += ["-sm", rs.service.split_mode, "-ts", ",".join(map(_share, shares))]
     argv += rt.fit_off()
     if flash_attn_arg(rs) is None:
         argv += rt.flash_attn_flags(flash_attn(rs))

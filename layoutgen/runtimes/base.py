@@ -101,6 +101,7 @@ class Runtime:
             "reasoning",
             "mlock",
             "tensor_split",
+            "split_mode",
             "tensor_overrides",
             "gpu_layers",
             "measured",
@@ -180,6 +181,11 @@ class Runtime:
     def blas_bytes(self, s: Setting, layers: Mapping[int, str], output: str | None) -> int:
         """The compute buffer of a BLAS build's BLAS backend beside GPUs (0: none)."""
         return 0
+
+    def splits_rows(self) -> bool:
+        """Whether ``-sm row`` splits matrices by rows over the GPUs (ggml-cuda's split
+        buffer type); llama.cpp's does."""
+        return True
 
     def cpu_layer_kv_buffer(self, *, gpus: bool) -> str:
         """The buffer the KV cache of a layer left on the CPU lands in: llama.cpp's

@@ -13,10 +13,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from layoutgen.models.profile import HParams, Profile
+from layoutgen.models.quants import by_name
 from layoutgen.render.argv import flash_attn
 from layoutgen.runtimes.base import Runtime, flag_value
 from layoutgen.runtimes.llama_cpp.compute import mla_q_head
@@ -58,6 +60,8 @@ class Setting:
     user_rules: tuple[tuple[str, str], ...] = ()
     #: tensor -> buffer or "host" for every loaded tensor a user rule matches (first wins)
     user_pins: Mapping[str, str] = field(default_factory=dict)
+    #: -sm row: each GPU's share of every matrix's rows (None: -sm layer)
+    row_shares: tuple[float, ...] | None = None
 
     @property
     def local_gpus(self) -> bool:
@@ -67,10 +71,23 @@ class Setting:
     def device_of(self, buffer: str) -> str:
         if buffer in self.devices:
             return self.gpus[self.devices.index(buffer)]
+        if m := _SPLIT_PART.match(buffer):
+            return self.gpus[int(m["i"])]
         return "host"
 
     def buffer_of(self, gpu: str) -> str:
         return self.devices[self.gpus.index(gpu)]
+
+
+#: -sm row: GPU i's part of the split buffer (llama.cpp logs one CUDA_Split, the total)
+_SPLIT_PART = re.compile(r"^CUDA_Split\[(?P<i>[0-9]+)\]$")
+
+
+def shares(spec: Spec, rs: ResolvedService, gpus: tuple[str, ...]) -> tuple[float, ...]:
+    """Each GPU's share (-ts): the service's tensor_split, else the GPU's usable MiB."""
+    split = rs.service.tensor_split
+    by_id = {g.id: g for g in spec.host.gpus}
+    return tuple(split[g] if split else (by_id[g].vram - by_id[g].reserve) // 2**20 for g in gpus)
 
 
 def _mmap(args: tuple[str, ...], mlock: bool) -> bool:
@@ -132,6 +149,7 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         mla_q_head=mla_q_head(profile.hparams, profile.tensors()),
         user_rules=rules,
         user_pins=user_pins(profile, rt, rules),
+        row_shares=shares(spec, rs, gpus) if rs.service.split_mode == "row" else None,
     )
 
 
@@ -299,6 +317,8 @@ def output_device(s: Setting) -> str | None:
     the CPU (then None: the host)."""
     if not s.devices:
         return None
+    if s.row_shares is not None:
+        return s.devices[0]  # -sm row: the main GPU's (its matrix in the split buffer)
     if s.gpu_layers is None or s.rt.gpu_layers(s.profile.hparams.n_layer, s.gpu_layers)[1]:
         return s.devices[-1]
     return None
@@ -311,7 +331,8 @@ def layer_split(s: Setting, shares: tuple[float, ...]) -> dict[int, str]:
     if not devices:
         return {}
     layers = offloaded(s)
-    if len(devices) == 1:
+    if len(devices) == 1 or s.row_shares is not None:
+        # -sm row: every layer's KV and compute on the main GPU, the first
         return dict.fromkeys(layers, devices[0])
     return s.rt.layer_split(s, kv_per_layer(s, cuda=True), shares, layers)
 
@@ -397,6 +418,8 @@ def buffers(
         mapped=s.mmap,
     )
     weights = dict(w.buffers)
+    if s.row_shares is not None:
+        _split_rows(s, w.tensor_buffer, weights)
     created: dict[str, int] = {}
     for layer, nbytes in s.rt.created_weights(s.profile, s.kv.mla).items():
         buf = layers.get(layer, host)
@@ -437,6 +460,43 @@ def buffers(
             basis=basis_map,
         )
     return out
+
+
+def _split_rows(s: Setting, tensor_buffer: Mapping[str, str], weights: dict[str, int]) -> None:
+    """-sm row: the matrices on the main GPU go to ggml-cuda's split buffer, each GPU
+    holding its rows (``get_row_split``: cumulative shares, rounded down to 128 rows,
+    ``get_row_rounding`` on GPUs of compute capability 7.0 and later; the last GPU
+    takes the rest) and, when a row's width is not a multiple of 512
+    (MATRIX_ROW_PADDING), one padding row's bytes more; norms stay on the main GPU."""
+    main, rows_of = s.devices[0], _ROW_ROUNDING
+    total = sum(s.row_shares or ())
+    cumulative = [0.0]
+    for share in s.row_shares or ():
+        cumulative.append(cumulative[-1] + share / total)
+    for t in s.profile.tensors():
+        if tensor_buffer.get(t.name) != main or len(t.shape) != 2 or t.name == "token_embd.weight":
+            continue
+        ne0, nrows = t.shape
+        qtype = by_name(t.type, s.rt.FLAVOUR)
+        weights[main] -= t.nbytes
+        for i in range(len(s.devices)):
+            low = 0 if i == 0 else int(nrows * cumulative[i]) // rows_of * rows_of
+            high = (
+                nrows
+                if i == len(s.devices) - 1
+                else int(nrows * cumulative[i + 1]) // rows_of * rows_of
+            )
+            if high <= low:
+                continue
+            part = (high - low) * qtype.row_bytes(ne0)
+            if ne0 % 512:
+                part += qtype.row_bytes(512 - ne0 % 512)
+            name = f"CUDA_Split[{i}]"
+            weights[name] = weights.get(name, 0) + part
+
+
+#: rows a split matrix's share is rounded to (ggml-cuda get_row_rounding, NVIDIA cc >= 7.0)
+_ROW_ROUNDING = 128
 
 
 def moved_tensors(

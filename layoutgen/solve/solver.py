@@ -31,6 +31,7 @@ from layoutgen.solve.footprint import (
     layer_split,
     moved_tensors,
     setting,
+    shares,
 )
 from layoutgen.solve.placement import expert_kind, expert_name
 from layoutgen.solve.plan import PARTS, DevicePlan, Part, Plan, ServicePlan
@@ -126,13 +127,7 @@ def solve(
     # Layers split by the service's tensor_split, else each GPU's usable MiB; the argv
     # pins the same shares (-ts).
     shares_of: dict[str, tuple[float, ...]] = {
-        n: tuple(
-            split[g]
-            if (split := by_name[n].service.tensor_split)
-            else (capacity[g] - reserve[g]) // 2**20
-            for g in s.gpus
-        )
-        for n, s in settings.items()
+        n: s.row_shares or shares(spec, by_name[n], s.gpus) for n, s in settings.items()
     }
     order = sorted(
         by_name,

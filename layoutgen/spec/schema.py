@@ -925,6 +925,15 @@ class Service(Strict):
             ),
         )
     )
+    split_mode: Literal["layer", "row"] = Field(
+        default="layer",
+        description=(
+            "-sm over several GPUs: layer (each layer on one GPU) or row (every matrix "
+            "split by rows over the GPUs by the tensor_split shares, in one CUDA_Split "
+            "buffer; KV cache and compute on the first GPU); llama.cpp, and "
+            "ik_llama.cpp before build 4035; dense models only"
+        ),
+    )
     tensor_overrides: tuple[TensorOverride, ...] = Field(
         default=(),
         max_length=256,

@@ -178,12 +178,19 @@ def offloaded_layers(record: Mapping[str, Any]) -> int | None:
     return int(m[1]) if m else None
 
 
+def split_rows(record: Mapping[str, Any]) -> bool:
+    """Whether the run split matrices by rows (-sm row)."""
+    s = record.get("settings") or {}
+    text = str(record.get("command") or "") + " " + " ".join(map(str, s.get("other_flags") or []))
+    return bool(re.search(r"(?:^|\s)(?:-sm|--split-mode)\s+row\b", text))
+
+
 def _why_not(record: Mapping[str, Any], n_layer: int) -> str | None:
     s = record.get("settings") or {}
     flags = " ".join(str(f) for f in s.get("other_flags") or [])
     command = str(record.get("command") or "")
-    if re.search(r"(?:^|\s)-sm\s+(?:row|graph|attn)|--split-mode\s+(?:row|graph)", command + flags):
-        return "-sm row/graph (split tensors across GPUs)"
+    if re.search(r"(?:^|\s)-sm\s+(?:graph|attn)|--split-mode\s+(?:graph|attn)", command + flags):
+        return "-sm graph/attn: ik_llama.cpp's tensor parallelism (not planned yet)"
     if re.search(r"(?:^|\s)(?:-nkvo|--no-kv-offload)\b", command + " " + flags):
         return "-nkvo (KV cache in host memory)"
     if re.search(r"(?:^|\s)(?:-ser|--smart-expert-reduction)\b", command + " " + flags):
@@ -309,6 +316,7 @@ def spec_for(
         runtime["sched_copies"] = 1
     batch = int(s.get("n_batch") or 2048)
     service: dict[str, Any] = {
+        **({"split_mode": "row"} if split_rows(record) else {}),
         "model": "m",
         "runtime": "r",
         "role": "worker",
@@ -371,6 +379,9 @@ def evaluate(path: Path, tmp: Path) -> Outcome:
     gpu_buffers = sorted(
         (b for b in logged if _GPU.match(b)), key=lambda b: int(_GPU.match(b)["n"] or 0)
     )
+    if split_rows(record):
+        # -sm row: the other GPUs hold their rows in the one CUDA_Split buffer
+        gpu_buffers = [f"CUDA{i}" for i in range(len(record.get("gpus") or []))]
     head["gpus"] = len(gpu_buffers)
     try:
         if any(not b.startswith("CUDA") for b in gpu_buffers):
@@ -442,6 +453,10 @@ def evaluate(path: Path, tmp: Path) -> Outcome:
         for f in ("weights", "kv", "compute"):
             if f in fields:
                 planned = None if part is None else getattr(part, f)
+                if buf == "CUDA_Split" and f == "weights":
+                    # the log's one split buffer is the plan's parts on every GPU
+                    parts = [p for b, p in sp.buffers.items() if b.startswith("CUDA_Split[")]
+                    planned = sum(p.weights for p in parts) if parts else None
                 if f == "kv" and buf == "CPU" and fallback:
                     planned = sp.buffers["CUDA_Host"].kv
                 rows.append(Row(buf, f, fields[f], planned))

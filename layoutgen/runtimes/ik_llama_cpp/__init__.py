@@ -84,6 +84,14 @@ RULES = (
         "-fa/--flash-attn takes on|off|auto, as mainline's does",
     ),
     rule(
+        "no-row-split",
+        4035,
+        "2025-12-01",
+        "ik_llama.cpp PR #1022 (a71934998)",
+        "-sm graph (tensor parallel) replaces -sm row, which now loads every layer on the "
+        "main GPU alone",
+    ),
+    rule(
         "merge-up-gate",
         4109,
         "2026-01-12",
@@ -238,6 +246,11 @@ class IkLlamaCpp(Runtime):
         ``if (n_gpu_layers > n_layer)``).  -ngl 94 on a 94-layer model leaves the
         output on the CPU, where llama.cpp would offload it."""
         return max(n_layer - ngl, 0), ngl > n_layer
+
+    def splits_rows(self) -> bool:
+        """-sm row's split buffer until build 4035 (PR #1022 gave the split buffer type to
+        -sm graph and attn)."""
+        return not self.follows("no-row-split")
 
     def cpu_layer_kv_buffer(self, *, gpus: bool) -> str:
         """A CPU layer's buffer type is ``llama_default_buffer_type_cpu(true)``: pinned
