@@ -365,9 +365,9 @@ def _row_split(
     elif expert_layers:
         yield Problem(
             where,
-            f"{label}: model {rs.service.model!r} has routed experts, whose stacks "
-            "ggml-cuda cannot multiply from a split buffer (mul_mat_id); write "
-            "split_mode: layer",
+            f"{label}: model {rs.service.model!r} has routed experts: a row split of a "
+            "MoE model is not planned (ggml-cuda cannot multiply expert stacks from a "
+            "split buffer, mul_mat_id); write split_mode: layer",
         )
     elif partial_offload(rs, rt, profile) or rs.service.tensor_overrides:
         yield Problem(
