@@ -320,3 +320,33 @@ def test_llama_cpp_repacks_each_type_from_its_build(
         assert got and {b for b, _ in got.values()} == {buffer}
     else:
         assert not got
+
+
+def _host_compute(tmp_path: Path, version: str) -> tuple[int, int, int, int]:
+    """The CUDA_Host compute of a two-GPU llama.cpp service at ``version``, with what
+    sizes its inputs: (compute, cells, ubatch, n_embd)."""
+    from test_tensor_placement import _spec
+
+    tmp_path.mkdir()
+    path = _spec(tmp_path, "    experts: gpu\n    parallel: 1\n")
+    text = path.read_text().replace("version: b6123", f"version: {version}")
+    path.write_text(text.replace("vram: 24GiB", "vram: 32GiB"))
+    v = validate_file(path)
+    rs = next(r for r in v.services if r.name == "w")
+    sp = v.plan.service("w")
+    assert rs.service.ctx == 32768 and rs.parallel == 1
+    return sp.buffers["CUDA_Host"].compute, 32768, rs.ubatch, v.profiles["q"].hparams.n_embd
+
+
+def test_llama_cpp_host_inputs_by_build(tmp_path: Path) -> None:
+    """The host side beside GPUs holds the graph inputs: before b9415 the flash-attention
+    KQ mask is an f32 input cast to f16 on the GPU (4 bytes a cell, not 2), and before
+    b11401 one embeddings block per pipeline copy instead of the mixed batch's
+    (2 per copy + 2).  The b5192-b5274 logs: CUDA_Host = f32 mask + one block."""
+    before_mask, cells, ub, e = _host_compute(tmp_path / "a", "b9409")
+    after_mask = _host_compute(tmp_path / "b", "b9415")[0]
+    copies = 4  # two GPUs, no overrides: pipeline parallelism's copies of every input
+    assert before_mask - after_mask == copies * cells * ub * 2
+    before_mixed = _host_compute(tmp_path / "c", "b11393")[0]
+    after_mixed = _host_compute(tmp_path / "d", "b11401")[0]
+    assert after_mixed - before_mixed == (copies * 2 + 2 - copies) * e * ub * 4

@@ -116,24 +116,19 @@ def test_issue_13s_accuracy_targets_hold(outcomes: list[table.Outcome]) -> None:
 KNOWN_FAR = {
     # ik MLA-2 on 16 GPUs at ctx 2048 (a 2025-03 build): CUDA0 +20 %
     ("ghx-ik-deepseek2-pr262-davidsyoung-16x3090-mla2-ppl", "CUDA0"),
-    # mainline builds of 2024 (b2961, b2977, b4248, b4343): the plan's host-side terms of
-    # later builds (k/v index inputs, the mixed batch's embeddings, the mask held through
-    # the output) and b2977's output on the CPU
-    ("misc-llama-i7450-mistral7b-q2k", "CUDA_Host"),
+    # mainline builds of 2024 (b2977, b4343): phi3 at -ngl 15, whose compute beside CPU
+    # layers is an upper bound (the largest host weight copied in with its output, and
+    # the CPU side's slack); pythia's CPU-only run, sized with later builds' host terms
     ("misc-phi3-i7439-galunid-ngl15", "CUDA0"),
     ("misc-gptneox-ci-pythia-cpu-b4343", "CPU"),
     # mainline Qwen3 on one A6000 and 2x3090 with -ot rules that keep some layers'
-    # experts on the GPUs: +18 % to +62 % (of 40 MiB)
+    # experts on the GPUs (their host sides exact): the GPUs +18 % to +34 %
     ("mainline-qwen3moe-ik357-ubergarm-a6000-q8", "CUDA0"),
     ("mainline-qwen3moe-ik370-aessedai-2x3090-ot", "CUDA1"),
-    ("mainline-qwen3moe-ik370-aessedai-2x3090-ot", "CUDA_Host"),
-    # the same runs on the OpenBLAS build b5269 (its BLAS buffers exact): as b5271 above
-    # (CUDA_Host +24.85 MiB of it the f32 mask b5269 casts under flash attention), one
-    # 3090's +30 %; at -ngl 0 flash attention runs on the CPU backend, not derived
+    # the same runs on the OpenBLAS build b5269 (its BLAS buffers exact): as b5271 above,
+    # one 3090's +30 %; at -ngl 0 flash attention runs on the CPU backend, not derived
     ("ghx-main-qwen3moe-d357-aessedai-2x3090-ot-q6k", "CUDA1"),
-    ("ghx-main-qwen3moe-d357-aessedai-2x3090-ot-q6k", "CUDA_Host"),
     ("mainline-qwen3moe-ik357-aessedai-3090-q6k-ot", "CUDA0"),
-    ("mainline-qwen3moe-ik357-aessedai-3090-q6k-ot", "CUDA_Host"),
     ("mainline-qwen3moe-ik357-aessedai-2x3090-ngl0", "CUDA_Host"),
     ("mainline-qwen3moe-ik370-ubergarm-a6000-q8kv", "CUDA0"),
 }

