@@ -383,7 +383,7 @@ def _partial_offload(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iter
     which does not): planned for runtimes that say so, with experts that follow
     their layers (or the host).  Above it is every layer, as -ngl 999 is."""
     n = rs.service.gpu_layers
-    if n is None or rt.gpu_layers(profile.hparams.n_layer, n) == (0, True):
+    if n is None or not partial_offload(rs, rt, profile):
         return
     where = ("services", rs.name, "gpu_layers")
     label = f"services.{rs.name}.gpu_layers"

@@ -591,13 +591,14 @@ def _takes_foreign_ops(s: Setting, buffer: str, layers: Mapping[int, str]) -> bo
     shared expert) on ``buffer`` while the layer runs elsewhere: then ``buffer``'s
     backend computes that op of the layer, which the runtimes' estimates do not
     model term by term."""
-    if not s.user_pins or (buffer == "CPU" and s.local_gpus):
-        return False  # beside GPUs a CPU buffer is a BLAS build's, sized op by op
+    if not s.user_pins:
+        return False
     host = buffer not in s.devices
     if host and s.local_gpus and s.kv.ubatch >= 32:
-        # ops on host weights of a big batch run on the first GPU (op offload), not here:
-        # Qwen3-235B's CUDA_Host with its norms and routers on the CPU held only the
-        # mask and the embeddings' rows (72.01 MiB at b5192)
+        # ops on host weights of a big batch run on the first GPU (op offload) or a
+        # BLAS build's BLAS backend (sized op by op), not here: Qwen3-235B's CUDA_Host
+        # with its norms and routers on the CPU held only the mask and the embeddings'
+        # rows (72.01 MiB at b5192)
         return False
     for name, target in s.user_pins.items():
         if expert_layer(name) is not None or not name.startswith("blk."):
