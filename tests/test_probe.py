@@ -275,6 +275,30 @@ def test_aarch64_counts_cores_from_sys_topology(tmp_path: Path) -> None:
     assert "with asimddp" in cpu.isa_how
 
 
+def test_aarch64_without_the_dot_product_is_its_own_level(tmp_path: Path) -> None:
+    """A Cortex-A72 (Raspberry Pi 4, Graviton 1) has NEON but no asimddp: llama.cpp
+    repacks nothing there, so the probe must not write the dot-product level."""
+    arm_box(tmp_path)
+    text = (tmp_path / "proc/cpuinfo").read_text().replace(" asimddp", "")
+    write(tmp_path, "proc/cpuinfo", text)
+    cpu = read_cpu(tmp_path)
+    assert cpu.isa == "aarch64-v8.0"
+    assert "WITHOUT asimddp" in cpu.isa_how
+
+
+@pytest.mark.parametrize(
+    ("extra", "isa"), [("", "x86-64-v4"), (" amx_tile amx_int8", "x86-64-v4-amx")]
+)
+def test_amx_needs_its_tile_and_int8_flags(tmp_path: Path, extra: str, isa: str) -> None:
+    """ggml-cpu's AMX buffer needs AMX-INT8 with AVX512-VNNI (Sapphire Rapids and later);
+    XEON_FLAGS is an Ice Lake: AVX-512 and VNNI, no AMX."""
+    write(tmp_path, "proc/cpuinfo", x86_block(0, XEON, 0, 0, 1, 1, XEON_FLAGS + extra))
+    assert read_cpu(tmp_path).isa == isa
+    only_tile = XEON_FLAGS + " amx_tile"
+    write(tmp_path, "proc/cpuinfo", x86_block(0, XEON, 0, 0, 1, 1, only_tile))
+    assert read_cpu(tmp_path).isa == "x86-64-v4"
+
+
 def test_thread_siblings_list_when_core_cpus_list_is_missing(tmp_path: Path) -> None:
     arm_box(tmp_path)
     for n in range(8):

@@ -303,6 +303,10 @@ def test_a_version_is_checked_as_written(text: str) -> None:
         ("b6144", "x86-64-v4", {"q4_0", "q4_k", "q2_k", "iq4_nl"}, "CPU_REPACK"),
         ("b4080", "aarch64", set(), None),
         ("b4081", "aarch64", {"q4_0"}, "CPU_AARCH64"),  # #9921: ARM first
+        ("b8175", "aarch64", {"q4_0", "q4_k", "q8_0", "q5_k", "q6_k", "iq4_nl"}, "CPU_REPACK"),
+        # NEON without the dot product: every ARM layout wants it (or i8mm)
+        ("b8175", "aarch64-v8.0", set(), None),
+        ("b8175", "x86-64", set(), None),
     ],
 )
 def test_llama_cpp_repacks_each_type_from_its_build(

@@ -33,6 +33,9 @@ PODMAN_TIMEOUT_S = 10.0
 #: OSXSAVE shows as "xsave" (the kernel lists xsave only when it enabled it).
 X86_64_V3 = ("avx", "avx2", "bmi1", "bmi2", "f16c", "fma", "abm", "movbe", "xsave")
 X86_64_V4 = ("avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl")
+#: what ggml-cpu's AMX buffer needs (amx.cpp: __AMX_INT8__ and __AVX512VNNI__, and the
+#: kernel's permission for tile data)
+AMX = ("amx_tile", "amx_int8", "avx512_vnni")
 
 
 @dataclass(frozen=True)
@@ -179,16 +182,21 @@ def isa_level(blocks: list[dict[str, str]]) -> tuple[str, str]:
     if "Features" in first and "flags" not in first:
         features = set(first["Features"].split())
         if "asimd" in features:  # AArch64's name; 32-bit ARM calls it "neon"
-            dot = "with" if "asimddp" in features else "WITHOUT"
-            return "aarch64", f"Features list asimd (AArch64 NEON), {dot} asimddp (dot product)"
+            if "asimddp" in features:
+                return "aarch64", "Features list asimd (AArch64 NEON) with asimddp (dot product)"
+            return "aarch64-v8.0", (
+                "Features list asimd (AArch64 NEON) WITHOUT asimddp (dot product): "
+                "llama.cpp repacks nothing"
+            )
         return "x86-64", "Features list no asimd: not AArch64; x86-64 is the generic level"
     flags = set(first.get("flags", "").split())
     if not flags:
         return "x86-64", "no flags line: not x86 or AArch64; x86-64 is the generic level"
     if all(f in flags for f in X86_64_V3 + X86_64_V4):
-        return "x86-64-v4", "flags have every x86-64-v3 and v4 feature (" + " ".join(
-            X86_64_V4
-        ) + ")"
+        why = "flags have every x86-64-v3 and v4 feature (" + " ".join(X86_64_V4) + ")"
+        if all(f in flags for f in AMX):
+            return "x86-64-v4-amx", f"{why} and {' '.join(AMX)}"
+        return "x86-64-v4", why
     missing = [f for f in X86_64_V3 if f not in flags]
     if not missing:
         return "x86-64-v3", "flags have every x86-64-v3 feature (" + " ".join(X86_64_V3) + ")"

@@ -243,7 +243,7 @@ class Strict(BaseModel):
 # --------------------------------------------------------------------- host
 
 
-CpuIsa = Literal["x86-64", "x86-64-v3", "x86-64-v4", "x86-64-v4-amx", "aarch64"]
+CpuIsa = Literal["x86-64", "x86-64-v3", "x86-64-v4", "x86-64-v4-amx", "aarch64", "aarch64-v8.0"]
 
 
 class Cpu(Strict):
@@ -255,8 +255,9 @@ class Cpu(Strict):
             "instruction set level, which decides the weights llama.cpp repacks into "
             "CPU_REPACK: x86-64-v3 (AVX2, default), x86-64-v4 (AVX-512), x86-64-v4-amx "
             "(AVX-512 with AMX, Xeon Sapphire Rapids and later: matrices of some types "
-            "are copied into an AMX buffer), x86-64 (neither), aarch64 (NEON with dot "
-            "product)"
+            "are copied into an AMX buffer), x86-64 (neither), aarch64 (NEON with the dot "
+            "product, Armv8.2 and later: Neoverse, Graviton 2+, Apple M), aarch64-v8.0 (NEON "
+            "without it: Cortex-A53/A72, Raspberry Pi 3/4; llama.cpp repacks nothing)"
         ),
     )
     model: CpuModel | None = Field(

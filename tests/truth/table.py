@@ -270,6 +270,36 @@ def _experts(
     return {"mode": "explicit", "layers": by_gpu}
 
 
+def host_isa(record: Mapping[str, Any]) -> str | None:
+    """host.cpu.isa as the log shows it, None where it cannot say (the spec's default).
+
+    A log with an AMX buffer ran on a host with AMX (Xeon Sapphire Rapids and
+    later); else the CPU features ``system_info`` prints as ``NAME = 1``, when the
+    line is whole (it ends with ``|``): AMX_INT8, AVX512, AVX2, or NEON with or
+    without the dot product (DOTPROD, or MATMUL_INT8 which implies it; llama.cpp
+    prints DOTPROD from b4358, #10890: before, NEON alone cannot say)."""
+    if "AMX" in logged_buffers(record):
+        return "x86-64-v4-amx"
+    line = next((x for x in (record.get("logged") or "").splitlines() if "system_info:" in x), None)
+    if line is None or not line.rstrip().endswith("|"):
+        return None
+    on = set(re.findall(r"([A-Z0-9_]+) = 1\b", line))
+    if "NEON" in on:
+        build = version(record)
+        says = record.get("runtime") == "llama.cpp" and build is not None and build.isdigit()
+        if on & {"DOTPROD", "MATMUL_INT8"} or not (says and int(str(build)) >= 4358):
+            return "aarch64"
+        return "aarch64-v8.0"
+    for flag, isa in (
+        ("AMX_INT8", "x86-64-v4-amx"),
+        ("AVX512", "x86-64-v4"),
+        ("AVX2", "x86-64-v3"),
+    ):
+        if flag in on:
+            return isa
+    return "x86-64"
+
+
 def spec_for(
     record: Mapping[str, Any],
     profile_path: Path,
@@ -337,11 +367,9 @@ def spec_for(
     ngl = offloaded_layers(record)
     if n_gpus and ngl is not None:
         service["gpu_layers"] = int(ngl)
-    # a log with an AMX buffer ran on a host with AMX (Xeon Sapphire Rapids and later)
-    amx = "AMX" in logged_buffers(record)
     cpu: dict[str, Any] = {"cores": 256, "threads": 512}
-    if amx:
-        cpu["isa"] = "x86-64-v4-amx"
+    if (isa := host_isa(record)) is not None:
+        cpu["isa"] = isa
     return {
         "host": {
             "name": "truth",

@@ -213,8 +213,8 @@ RULES = (
 
 #: ISA -> repackable type -> the row multiple it needs (repack.cpp, build 11434):
 #: AVX2 q4_0/q4_K/iq4_nl/mxfp4 8x8; AVX-512 adds q2_K; NEON with dot product 4x4
-#: q4_0/iq4_nl/mxfp4/q8_0 and 8x4 q4_K/q5_K/q6_K; each type from the build its rule
-#: ``repack-<x86|aarch64>-<type>`` names
+#: q4_0/iq4_nl/mxfp4/q8_0 and 8x4 q4_K/q5_K/q6_K, NEON without it none; each type
+#: from the build its rule ``repack-<x86|aarch64>-<type>`` names
 REPACK: dict[str, dict[str, int]] = {
     "x86-64": {},
     "x86-64-v3": {"q4_0": 8, "q4_k": 8, "iq4_nl": 8, "mxfp4": 8},
@@ -229,6 +229,8 @@ REPACK: dict[str, dict[str, int]] = {
         "q5_k": 8,
         "q6_k": 8,
     },
+    # every aarch64 layout wants the dot product or i8mm (ggml_repack_get_optimal_repack_type)
+    "aarch64-v8.0": {},
 }
 
 
