@@ -404,6 +404,7 @@ def device(g: Graph, buf: str, output: bool) -> int:
     width = 0
     flat = 0
     held = 0
+    logits = 0  # the logits beside the final norm (in place of the last residual)
     if mine:
         first = 0 in mine  # layer 0 here: the embeddings come in (a partial -ngl: the CPU)
         inputs = (
@@ -428,8 +429,8 @@ def device(g: Graph, buf: str, output: bool) -> int:
         for il in mine:
             here = il not in g.expert_layer_bytes or g.experts.get(il) == buf
             width = max(width, _attention(g, il), _ffn(g, il, experts_here=here))
-        if output:  # the logits beside the final norm (in place of the last residual)
-            width = max(width, e + g.logits_width)
+        if output:
+            logits = e + g.logits_width + held * e
         width += held * e
     elif output:
         width = 2 * e + g.logits_width
@@ -437,8 +438,16 @@ def device(g: Graph, buf: str, output: bool) -> int:
     if hosted:
         width = max(width, _remote_experts(hp))
         inputs += small_inputs(g, host=False)
-    total = g.copies * inputs + width * ub * F32 + flat + ALIGN_SLACK
-    return total + staged_here(g, buf)
+    below = g.copies * inputs + flat + ALIGN_SLACK
+    staged = staged_here(g, buf)
+    if staged >= logits * ub * F32 > 0:
+        # the logits come last and fit the hole the last staged expert tensor left
+        # (ggml-alloc takes the best-fitting free block): the two never stack.  Qwen3-235B
+        # with host experts at -ub 512 on b5192-b5274 logged 1,024 and 774 MiB, one staged
+        # tensor and the layers' working set; its 297 MiB logits do not add.  Larger
+        # logits go above (an H100 at -ub 4096: 3,334 MiB, logits and staged tensor both)
+        return below + max(width * ub * F32 + staged, logits * ub * F32)
+    return below + max(width, logits) * ub * F32 + staged
 
 
 def runs_here(g: Graph, buf: str, *, output: bool) -> bool:
