@@ -189,6 +189,35 @@ KNOWN_WEIGHTS_OFF = {
 }
 
 
+#: buffers whose logged size is a mapping of the GGUF file (mmap), not an allocation:
+#: from each split's first host tensor to its last, GPU tensors between included
+MAPPED_SPANS = {
+    ("ghx-ik-deepseek2-pr400-ikawrakow-v25-4080-mla3-q8kv", "CPU"),
+    ("mainline-qwen3moe-ik370-aessedai-2x3090-ot", "CPU_Mapped"),
+    ("ghx-main-qwen3moe-d357-aessedai-2x3090-ot-q6k", "CPU_Mapped"),
+    ("mainline-qwen3moe-ik357-aessedai-3090-q6k-ot", "CPU_Mapped"),
+    ("ghx-main-deepseek2-i285-ubergarm-r1-q8-cpu-amx", "CPU_Mapped"),
+    ("ghx-main-llama-i437-kirnat-8b-amx-cpu", "CPU_Mapped"),
+    ("misc-phi3-i7439-galunid-ngl15", "CPU"),
+}
+
+
+def test_a_mapped_span_holds_the_planned_host_weights(
+    outcomes: list[table.Outcome],
+) -> None:
+    """A mapping spans the host tensors the plan counts, and at most the whole model
+    (as tests/test_oracle.py holds against llama.cpp's own mapped runs): never below
+    the plan, and never above what the plan puts on all devices together (the 2024-25
+    builds mapped the matrices copied to AMX too)."""
+    rows = {(o.id, r.buffer): (o, r) for o, r in table.rows_of(outcomes) if r.field == "weights"}
+    assert set(rows) >= MAPPED_SPANS
+    for key in sorted(MAPPED_SPANS):
+        outcome, row = rows[key]
+        # every planned weight buffer: an AMX copy packs at least the bytes it copies
+        whole = sum(r.planned or 0 for r in outcome.rows if r.field == "weights")
+        assert row.logged and row.planned and row.planned <= row.logged <= whole * 1.0005, key
+
+
 def test_weights_outside_half_a_percent_are_the_known_ones(
     outcomes: list[table.Outcome],
 ) -> None:
