@@ -71,17 +71,32 @@ def main() -> None:
             "render": [layoutgen, "render", "-o", str(tmp / "out"), *examples],
             "inspect": [layoutgen, "inspect", str(model), "-o", str(tmp / "profile.yaml")],
             "--help": [layoutgen, "--help"],
+            # context, not targets: F's `import pydantic` is lazy (pydantic 2 loads its
+            # validator stack at first use), so the stack in use costs more than F
+            "stack in use": [
+                sys.executable,
+                "-c",
+                "import typer, pydantic, ruamel.yaml\nclass A(pydantic.BaseModel):\n"
+                "    x: int = 1\nA(x=2)\nimport os; os._exit(0)",
+            ],
+            "imports": [
+                sys.executable,
+                "-c",
+                "import layoutgen.cli, layoutgen.spec.validate, layoutgen.render.artifacts, "
+                "layoutgen.render.outdir, jinja2\nimport os; os._exit(0)",
+            ],
         }
         cached()  # bytecode written, as issue 15 measures (tests/bench/bytecode.py)
         warm = dict(os.environ, LAYOUTGEN_CACHE_DIR=str(tmp / "cache"))
         cold = dict(os.environ, LAYOUTGEN_CACHE_DIR="off")
+        context = ("stack in use", "imports")
         for argv in commands.values():  # fill the cache, write out/ once
             _run(argv, warm)
         times: dict[tuple[str, str], list[float]] = {}
         for _ in range(ROUNDS):
             for name, argv in commands.items():
                 for label, env in (("warm", warm), ("cold", cold)):
-                    if name == "F" and label == "cold":
+                    if name in ("F", *context) and label == "cold":
                         continue
                     times.setdefault((name, label), []).append(_run(argv, env))
         f = statistics.median(times[("F", "warm")])
@@ -100,6 +115,12 @@ def main() -> None:
                 f"  {name:9} {w * 1000:4.0f} ms = {w / f:.2f} F warm, {c * 1000:4.0f} ms = "
                 f"{c / f:.2f} F cold; target <= {target} F: {met} (warm){extra}"
             )
+        use, imports = (statistics.median(times[(n, "warm")]) for n in context)
+        print(
+            f"  context: the stack in use (one pydantic model built, exit without teardown) "
+            f"{use * 1000:.0f} ms = {use / f:.2f} F; render's imports alone (no work) "
+            f"{imports * 1000:.0f} ms = {imports / f:.2f} F"
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
