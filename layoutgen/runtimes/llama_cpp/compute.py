@@ -532,8 +532,16 @@ def host(g: Graph) -> int:
             e + g.logits_width,
         )
         if not g.kv.rt.follows("mixed-batch-embeddings"):
-            # one get_rows result, no mixed batch and no held dup of it
-            return embd + mask_bytes(g) + small + width * ub * F32 + _flat(g) + ALIGN_SLACK
+            # one get_rows result, no mixed batch and no held dup of it: by the logits
+            # every input is freed, and they stand alone beside the final norm (pythia
+            # at b4343: 102.25 MiB at -ub 512 and 25.56 at -ub 128, each logits + n_embd)
+            layers = max(
+                max((_attention(g, il) for il in range(hp.n_layer)), default=0),
+                max((_ffn(g, il, experts_here=True) for il in range(hp.n_layer)), default=0),
+            )
+            inputs = embd + mask_bytes(g) + small + _flat(g)
+            logits = (e + g.logits_width) * ub * F32
+            return max(inputs + layers * ub * F32, logits) + ALIGN_SLACK
         width += _held(g, first=True) * e
         return 4 * embd + mask_bytes(g) + small + width * ub * F32 + _flat(g) + ALIGN_SLACK
     # graph inputs (mask, indices, two embeddings inputs), n_copies times, and the two
