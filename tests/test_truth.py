@@ -119,13 +119,8 @@ KNOWN_FAR = {
     # b2977 phi3 at -ngl 15, whose compute beside CPU layers is an upper bound (the
     # largest host weight copied in with its output, and the CPU side's slack)
     ("misc-phi3-i7439-galunid-ngl15", "CUDA0"),
-    # mainline Qwen3 on 2x3090 with -ot rules that keep some layers' experts on the
-    # GPUs (their host sides exact): the second GPU, which holds the output and stages
-    # no expert, +34 % (its log: the logits and one n_embd row, 304.75 MiB)
-    ("mainline-qwen3moe-ik370-aessedai-2x3090-ot", "CUDA1"),
-    # the same run on the OpenBLAS build b5269 (its BLAS buffers exact); at -ngl 0
-    # flash attention runs on the CPU backend, not derived
-    ("ghx-main-qwen3moe-d357-aessedai-2x3090-ot-q6k", "CUDA1"),
+    # mainline Qwen3 at -ngl 0 on the OpenBLAS build b5269: flash attention runs on the
+    # CPU backend, not derived
     ("mainline-qwen3moe-ik357-aessedai-2x3090-ngl0", "CUDA_Host"),
 }
 

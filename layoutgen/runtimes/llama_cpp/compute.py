@@ -447,6 +447,13 @@ def device(g: Graph, buf: str, output: bool) -> int:
         # tensor and the layers' working set; its 297 MiB logits do not add.  Larger
         # logits go above (an H100 at -ub 4096: 3,334 MiB, logits and staged tensor both)
         return below + max(width * ub * F32 + staged, logits * ub * F32)
+    if logits and 0 not in mine and g.copies == 1 and not staged:
+        # a later device without pipeline copies: its inputs (the copied residual, the
+        # mask) are freed once its last layer has read them, and nothing of layer 0's
+        # device is held here, so the logits stand alone beside the final norm (Qwen3-235B
+        # on 2x3090 at b5269 and b5271: the output GPU logged 304.75 MiB, logits + n_embd)
+        alone = (e + g.logits_width) * ub * F32 + ALIGN_SLACK
+        return max(below + width * ub * F32, alone)
     return below + max(width, logits) * ub * F32 + staged
 
 
