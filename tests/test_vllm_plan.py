@@ -449,6 +449,21 @@ def test_a_multimodal_checkpoint_is_planned_text_only(tmp_path: Path, args: str,
     assert "--limit-mm-per-prompt" in err
 
 
+def test_language_model_only_needs_vllm_0_17(tmp_path: Path) -> None:
+    """--language-model-only came with vLLM 0.17.0 (PR #34120; the 0.16.0 wheel has no
+    such flag, so that vLLM would not start): older versions are told the flag they have."""
+    (tmp_path / "tiny.yaml").write_text(PROFILE + VISION)
+    path = tmp_path / "spec.yaml"
+    lm_only = CHAT + "    args: [--language-model-only]\n"
+    path.write_text(spec_text(lm_only, version="0.16.0"))
+    with pytest.raises(InvalidInput) as exc:
+        validate_file(path, "spec.yaml")
+    (err,) = [d.gcc() for d in exc.value.diagnostics if d.severity.name == "ERROR"]
+    assert "services.chat.args: vLLM 0.16.0 has no --language-model-only (from 0.17.0)" in err
+    path.write_text(spec_text(lm_only, version="0.17.0"))
+    validate_file(path, "spec.yaml")  # text-only: the encoder is no longer refused
+
+
 @pytest.mark.parametrize("gpus", ["[gpu0]", "[gpu0, gpu1]"], ids=["tp1", "tp2"])
 def test_a_vllm_service_gets_a_decode_speed(tmp_path: Path, gpus: str) -> None:
     """Issue 18 asks a speed per service: a vLLM token reads one rank's weight share and

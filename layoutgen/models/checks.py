@@ -428,7 +428,15 @@ def _budgeted(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterator[Pr
             "cannot size yet",
         )
     encoder = multimodal_bytes(profile)
-    if encoder and not text_only(rs.service.args):
+    lm_only = "--language-model-only" in rs.service.args
+    if lm_only and not rt.follows("language-model-only"):
+        yield Problem(
+            (*base, "args"),
+            f"services.{name}.args: vLLM {rt.version.text if rt.version else ''} has no "
+            "--language-model-only "
+            "(from 0.17.0); write [--limit-mm-per-prompt, '{\"image\": 0}'] instead",
+        )
+    elif encoder and not (lm_only or text_only(rs.service.args)):
         yield Problem(
             (*base, "model"),
             f"services.{name}.model: model {mid!r} carries a multimodal encoder "
@@ -436,7 +444,8 @@ def _budgeted(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterator[Pr
             "encodes dummy images through it, which layoutgen does not size (Llama-3.2-11B-"
             "Vision: several GiB beyond its text activation), so the plan would promise KV "
             "room vLLM then takes: serve it text-only (args: ['--limit-mm-per-prompt', "
-            "'{\"image\": 0}'], the weights still load), or a text-only checkpoint",
+            "'{\"image\": 0}'], or '--language-model-only' from vLLM 0.17.0; the weights "
+            "still load), or a text-only checkpoint",
         )
     sizes = tp_sizes(hp)
     if rs.gpus and len(rs.gpus) not in sizes:

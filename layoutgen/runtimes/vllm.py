@@ -74,6 +74,14 @@ RELEASES: tuple[Release, ...] = (
         "CUDA graphs are estimated inside the budget, before the KV cache; before, "
         "captured after it, outside --gpu-memory-utilization",
     ),
+    Release(
+        "language-model-only",
+        (0, 17, 0),
+        "vllm/engine/arg_utils.py of the 0.17.0 wheel: --language-model-only (PR #34120, "
+        "2026-02-09; absent from 0.16.0): every modality's limit set to 0",
+        "--language-model-only serves a multimodal checkpoint text-only, as "
+        "--limit-mm-per-prompt with 0 for every modality",
+    ),
 )
 
 #: profile dtype (config.json torch_dtype) -> bytes per element
