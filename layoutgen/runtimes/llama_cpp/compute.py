@@ -533,22 +533,18 @@ def host(g: Graph) -> int:
         # tensors (inp_embd, never read, and inp_mixed_embd; the two get_rows
         # results, freed into holes residual and norm reuse) are allocated first,
         # then layer 0's device's held ``ggml_dup`` (:func:`_held`)
-        width = max(
+        layers = max(
             max((_attention(g, il) for il in range(hp.n_layer)), default=0),
             max((_ffn(g, il, experts_here=True) for il in range(hp.n_layer)), default=0),
-            e + g.logits_width,
         )
+        logits = e + g.logits_width
         if not g.kv.rt.follows("mixed-batch-embeddings"):
             # one get_rows result, no mixed batch and no held dup of it: by the logits
             # every input is freed, and they stand alone beside the final norm (pythia
             # at b4343: 102.25 MiB at -ub 512 and 25.56 at -ub 128, each logits + n_embd)
-            layers = max(
-                max((_attention(g, il) for il in range(hp.n_layer)), default=0),
-                max((_ffn(g, il, experts_here=True) for il in range(hp.n_layer)), default=0),
-            )
             inputs = embd + mask_bytes(g) + small + _flat(g)
-            logits = (e + g.logits_width) * ub * F32
-            return max(inputs + layers * ub * F32, logits) + ALIGN_SLACK
+            return max(inputs + layers * ub * F32, logits * ub * F32) + ALIGN_SLACK
+        width = max(layers, logits)
         width += _held(g, first=True) * e
         return 4 * embd + mask_bytes(g) + small + width * ub * F32 + _flat(g) + ALIGN_SLACK
     # graph inputs (mask, indices, two embeddings inputs), n_copies times, and the two
