@@ -645,3 +645,70 @@ def test_a_host_as_each_example_plans_it_is_healthy(layout: Path) -> None:
         model_files=files,
     )
     assert lines(v, live) == []
+
+
+CPU_ONLY = """\
+host:
+  name: box
+  cpu: {cores: 8, threads: 16%(isa)s}
+  ram: 256GiB
+  ram_reserve: 8GiB
+  gpus: []
+models:
+  m: {path: /srv/models/qwen3-coder-next-q4_0.gguf, profile: %(profile)s}
+runtimes:
+  llama: {kind: llama.cpp, binary: /usr/local/bin/llama-server, version: b8175}
+services:
+  cpu: {model: m, runtime: llama, role: batch, port: 8000, ctx: 4096%(args)s}
+"""
+
+
+def _cpu_only(tmp_path: Path, isa: str = "", args: str = "") -> Validated:
+    path = tmp_path / "cpu.yaml"
+    profile = ROOT / "layouts" / "models" / "qwen3-coder-next-q4_0.yaml"
+    path.write_text(CPU_ONLY % {"isa": isa, "profile": profile, "args": args})
+    (result,) = validate_files([(path, "cpu.yaml")])
+    assert result.validated is not None, result.diagnostics
+    return result.validated
+
+
+def _host(isa: str | None) -> LiveHost:
+    return LiveHost(
+        nvml=NvmlReport(False, "no driver", None, None, ()),
+        mem_available=None,
+        memlock=None,
+        sockets=ports.Sockets(()),
+        podman="5.4.2",
+        cpu_isa=isa,
+        cpu_isa_how="flags ..." if isa else "",
+    )
+
+
+def _cpu_findings(v: Validated, live: LiveHost) -> list[str]:
+    return [f.diagnostic.gcc() for f in findings.diagnose(v, live) if f.check == "cpu"]
+
+
+def test_an_instruction_set_that_repacks_otherwise_is_a_finding(tmp_path: Path) -> None:
+    """A q4_0 model on a CPU-only llama.cpp service: AVX2 (the default x86-64-v3)
+    repacks its matrices, an ARM host without the dot product repacks none: the host
+    buffers are not the plan's.  Said at host.cpu.isa when written, else host.cpu."""
+    v = _cpu_only(tmp_path)
+    (got,) = _cpu_findings(v, _host("aarch64-v8.0"))
+    assert got.startswith("cpu.yaml:3:3: warning: host.cpu.isa: this host is aarch64-v8.0")
+    assert "the plan follows x86-64-v3" in got and "for cpu (" in got
+    assert "MiB here)" in got and "0 MiB here" in got
+    assert got.endswith("write isa: aarch64-v8.0 (layoutgen probe reads it)")
+    written = _cpu_only(tmp_path, ", isa: x86-64-v3")
+    line = (tmp_path / "cpu.yaml").read_text().splitlines()[2]
+    (at,) = _cpu_findings(written, _host("aarch64-v8.0"))
+    assert at.startswith(f"cpu.yaml:3:{line.index('x86-64-v3') + 1}: warning: host.cpu.isa:")
+
+
+def test_an_instruction_set_that_changes_nothing_is_quiet(tmp_path: Path) -> None:
+    """The same level, no reading, or a level that repacks the same (-nr turns
+    repacking off: no level moves anything)."""
+    v = _cpu_only(tmp_path)
+    assert _cpu_findings(v, _host("x86-64-v3")) == []
+    assert _cpu_findings(v, _host(None)) == []
+    off = _cpu_only(tmp_path, args=", args: [-nr]")
+    assert _cpu_findings(off, _host("aarch64-v8.0")) == []

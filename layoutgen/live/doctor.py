@@ -91,6 +91,10 @@ class LiveHost:
     installed: tuple[InstalledUnit, ...] = ()
     #: "grandpa.service" -> systemd's ActiveState, for units systemd has loaded
     unit_states: Mapping[str, str] = field(default_factory=dict)
+    #: host.cpu.isa as /proc/cpuinfo's flags give it (layoutgen probe's reading), and
+    #: why; None: not read
+    cpu_isa: str | None = None
+    cpu_isa_how: str = ""
 
 
 @dataclass(frozen=True, order=True)
@@ -143,6 +147,7 @@ def gather(
     rendered = _rendered(out / spec.host.name, names)
     dirs = default_install_dirs() if install_dirs is None else install_dirs
     states = (unit_states or systemctl_states)([f"{n}.service" for n in names])
+    cpu = hostfacts.read_cpu(root)
     return LiveHost(
         nvml=nvml,
         mem_available=read_memory(root).available,
@@ -155,6 +160,8 @@ def gather(
         rendered=rendered,
         installed=_installed(dirs, [PurePosixPath(r).name for r in rendered]),
         unit_states=states,
+        cpu_isa=cpu.isa,
+        cpu_isa_how=cpu.isa_how,
     )
 
 

@@ -480,6 +480,44 @@ def check_ram(v: Validated, live: LiveHost) -> list[_Found]:
     return found
 
 
+def check_cpu(v: Validated, live: LiveHost) -> list[_Found]:
+    """host.cpu.isa against this host's flags, where the difference moves weights: a
+    llama.cpp service without local GPUs repacks (CPU_REPACK) or copies (AMX) by the
+    instruction set, so its host buffers are the plan's only at the spec's level."""
+    from layoutgen.solve.footprint import setting
+
+    isa = v.spec.host.cpu.isa
+    if live.cpu_isa is None or live.cpu_isa == isa:
+        return []
+    moved: list[str] = []
+    for rs in v.services:
+        profile = v.profiles.get(rs.service.model)
+        runtime = v.spec.runtimes.get(rs.service.runtime)
+        if profile is None or runtime is None or runtime.rules().MEMORY != "tensors":
+            continue
+        s = setting(v.spec, rs, profile)
+        if s.local_gpus:
+            continue
+        planned = s.rt.repacked(profile, isa, s.args)
+        here = s.rt.repacked(profile, live.cpu_isa, s.args)
+        if planned != here:
+            a, b = (sum(n for _, n in r.values()) for r in (planned, here))
+            moved.append(f"{rs.name} ({mib(a)} planned, {mib(b)} here)")
+    if not moved:
+        return []
+    cpu = v.spec.host.cpu
+    path: SpecPath = ("host", "cpu", "isa") if "isa" in cpu.model_fields_set else ("host", "cpu")
+    return [
+        _warning(
+            "cpu",
+            path,
+            f"host.cpu.isa: this host is {live.cpu_isa} ({live.cpu_isa_how}), the plan "
+            f"follows {isa}: llama.cpp repacks other weights here for "
+            f"{', '.join(moved)}; write isa: {live.cpu_isa} (layoutgen probe reads it)",
+        )
+    ]
+
+
 def check_ports(v: Validated, live: LiveHost) -> list[_Found]:
     """A service's port held by something else, or bound on all interfaces unasked."""
     if live.sockets.problems and v.spec.services:
@@ -661,6 +699,7 @@ _CHECKS: tuple[Callable[[Validated, LiveHost], list[_Found]], ...] = (
     check_foreign,
     check_drift,
     check_ram,
+    check_cpu,
     check_ports,
     check_models,
     check_units,
