@@ -440,21 +440,26 @@ def device(g: Graph, buf: str, output: bool) -> int:
         inputs += small_inputs(g, host=False)
     below = g.copies * inputs + flat + ALIGN_SLACK
     staged = staged_here(g, buf)
-    if staged >= logits * ub * F32 > 0:
-        # the logits come last and fit the hole the last staged expert tensor left
-        # (ggml-alloc takes the best-fitting free block): the two never stack.  Qwen3-235B
-        # with host experts at -ub 512 on b5192-b5274 logged 1,024 and 774 MiB, one staged
-        # tensor and the layers' working set; its 297 MiB logits do not add.  Larger
-        # logits go above (an H100 at -ub 4096: 3,334 MiB, logits and staged tensor both)
-        return below + max(width * ub * F32 + staged, logits * ub * F32)
-    if logits and 0 not in mine and g.copies == 1 and not staged:
-        # a later device without pipeline copies: its inputs (the copied residual, the
-        # mask) are freed once its last layer has read them, and nothing of layer 0's
-        # device is held here, so the logits stand alone beside the final norm (Qwen3-235B
-        # on 2x3090 at b5269 and b5271: the output GPU logged 304.75 MiB, logits + n_embd)
-        alone = (e + g.logits_width) * ub * F32 + ALIGN_SLACK
-        return max(below + width * ub * F32, alone)
-    return below + max(width, logits) * ub * F32 + staged
+    layers = below + width * ub * F32 + staged
+    if not logits:
+        return layers
+    # What the logits, which come last, sit on.  A later device without pipeline copies
+    # has freed its inputs (the copied residual, the mask) once its last layer read them,
+    # and holds nothing of layer 0's device: the logits stand alone beside the final norm
+    # (Qwen3-235B on 2x3090 at b5269 and b5271: the output GPU logged 304.75 MiB, logits
+    # + n_embd).  Elsewhere the inputs and held residuals stay below them.
+    if 0 not in mine and g.copies == 1 and not staged:
+        out = ALIGN_SLACK + (e + g.logits_width) * ub * F32
+    else:
+        out = below + logits * ub * F32
+    # Logits no larger than the staged expert tensor fit the hole it left (ggml-alloc
+    # takes the best-fitting free block): the two never stack.  Qwen3-235B with host
+    # experts at -ub 512 on b5192-b5274 logged 1,024 and 774 MiB, one staged tensor and
+    # the layers' working set; its 297 MiB logits do not add.  Larger logits go above
+    # (an H100 at -ub 4096: 3,334 MiB, logits and staged tensor both)
+    if staged < logits * ub * F32:
+        out += staged
+    return max(layers, out)
 
 
 def runs_here(g: Graph, buf: str, *, output: bool) -> bool:
