@@ -207,9 +207,47 @@ def test_tensor_parallel_two(tmp_path: Path) -> None:
     assert sp.buffers["CUDA0"] == sp.buffers["CUDA1"]
     argv = list(sp.argv)
     assert argv[argv.index("--tensor-parallel-size") + 1] == "2"
-    _, service = model_and_service(tmp_path, 2, "0.11.0")
-    # NCCL and custom all-reduce buffers of a TP worker count as non-torch memory
-    assert b.term("non_torch") == vm.non_torch_estimate(service) > vm.NON_TORCH_BASE
+    # 0.11.0 allocates NCCL's buffers before its snapshot (PR #25359): they are not
+    # non-torch memory of the profile but baseline, as the CUDA context
+    assert b.term("non_torch") == vm.NON_TORCH_BASE
+    assert b.term("nccl") == vm.NON_TORCH_TP
+
+
+def test_nccl_buffers_move_outside_the_budget_from_0_11(tmp_path: Path) -> None:
+    """vLLM 0.10.2 takes its memory snapshot, then starts NCCL: the buffers are non-torch
+    memory its profile subtracts from ``utilization x total``.  0.11.0 starts NCCL first
+    (gpu_worker.py init_device, PR #25359): the buffers are already taken when the
+    start-up check compares free memory with ``utilization x total``, and are not in it.
+    Either way the GPU holds the same bytes; what moves is the rendered utilization and
+    what the start-up check finds free."""
+    tp2 = CHAT.replace("gpus: [gpu0]", "gpus: [gpu0, gpu1]")
+    gpu0_total = 97247 << 20
+    ctx = 1 << 30  # host.gpu_overhead's default
+    nccl = vm.NON_TORCH_TP
+    old = plan(tmp_path, tp2, "0.10.2").plan.service("chat")
+    new = plan(tmp_path, tp2, "0.11.0").plan.service("chat")
+    bo, bn = old.budget, new.budget
+    assert bo is not None and bn is not None
+    # before: NCCL inside the budget, as non-torch; no term of its own
+    assert bo.term("non_torch") == vm.NON_TORCH_BASE + nccl
+    assert bo.term_or_zero("nccl") == 0
+    assert old.buffers["CUDA0"].overhead == ctx
+    # from 0.11.0: NCCL beside the CUDA context, the budget smaller by as much
+    assert bn.term("non_torch") == vm.NON_TORCH_BASE and bn.term("nccl") == nccl
+    assert new.buffers["CUDA0"].overhead == ctx + nccl
+    assert bo.budget - bn.budget == nccl
+    assert int(bn.utilization.replace(".", "")) == bn.budget * 1000 // gpu0_total
+    # the GPU holds the same either way
+    assert old.buffers["CUDA0"].total == new.buffers["CUDA0"].total
+    # the start-up check: alone on the GPU, free = total - reserve - context - NCCL
+    for check in bn.start:
+        assert check.free == gpu0_total - (1 << 30) - ctx - nccl
+        assert check.requested <= bn.budget and check.ok
+    (check_old, _) = bo.start
+    assert check_old.free == gpu0_total - (1 << 30) - ctx
+    # the plan says where the term lives
+    text = to_text(plan(tmp_path, tp2, "0.11.0").plan)
+    assert "nccl" in text and "outside the budget, beside the CUDA context" in text
 
 
 def test_gpu_shared_with_llama_cpp_starts_in_order(tmp_path: Path) -> None:

@@ -75,6 +75,17 @@ RELEASES: tuple[Release, ...] = (
         "captured after it, outside --gpu-memory-utilization",
     ),
     Release(
+        "nccl-before-snapshot",
+        (0, 11, 0),
+        "vllm/v1/worker/gpu_worker.py of the 0.11.0 wheel: init_device calls "
+        "init_worker_distributed_environment before MemorySnapshot() (PR #25359; the "
+        "0.10.2 wheel takes the snapshot first) (vllm_memory.nccl_before_snapshot)",
+        "a tensor-parallel worker's NCCL buffers are allocated before the start-up "
+        "snapshot: outside --gpu-memory-utilization, beside the CUDA context, and "
+        "already taken when the free-memory check runs; before, non-torch memory of "
+        "the profile, inside the budget",
+    ),
+    Release(
         "language-model-only",
         (0, 17, 0),
         "vllm/engine/arg_utils.py of the 0.17.0 wheel: --language-model-only (PR #34120, "
@@ -300,6 +311,9 @@ class Budget:
     lora: vm.Term  #: the LoRA slots (--max-loras x --max-lora-rank), with the weights
     activation: vm.Term
     non_torch: vm.Term
+    #: NCCL buffers allocated before vLLM's snapshot (from 0.11.0, TP > 1): outside the
+    #: budget, beside the CUDA context; 0 where they are non-torch memory inside it
+    nccl: vm.Term
     cudagraph: vm.Term
     cudagraph_in_budget: bool
     kv: vm.Term  #: the KV cache vLLM will allocate
@@ -369,6 +383,8 @@ def plan_budget(
     )
     lora_term = vm.Term(lora, vm.Basis.EXACT if lora_exact else vm.Basis.ESTIMATED)
     non_torch = vm.Term(vm.non_torch_estimate(service), vm.Basis.UPPER_BOUND)
+    outside_nccl = vm.nccl_estimate(service) if vm.nccl_before_snapshot(service) else 0
+    nccl = vm.Term(outside_nccl, vm.Basis.UPPER_BOUND)
     graphs = vm.Term(vm.cudagraph_estimate(model, service), vm.Basis.ESTIMATED)
     in_budget = vm.cudagraph_in_budget(service)
     before_kv = weights.bytes + lora_term.bytes + activation.bytes + non_torch.bytes
@@ -381,9 +397,10 @@ def plan_budget(
     # whole blocks per request, for every request, and the block pool's null block
     # (BlockPool: block 0 is never handed out)
     kv_asked = max_num_seqs * one + slot
-    # graphs outside the budget (before 0.20) are still this GPU's memory: the room
-    # for KV is what is left after them too, as the fit check counts them
-    outside = 0 if in_budget else graphs.bytes
+    # graphs outside the budget (before 0.20) and NCCL buffers taken before the
+    # snapshot (from 0.11) are still this GPU's memory: the room for KV is what is
+    # left after them too, as the fit check counts them
+    outside = (0 if in_budget else graphs.bytes) + nccl.bytes
     if room is not None and room - before_kv - outside - slot < one:
         left = max(room - before_kv - outside - slot, 0)
         raise vm.KvCacheRefused(
@@ -408,6 +425,7 @@ def plan_budget(
         lora=lora_term,
         activation=activation,
         non_torch=non_torch,
+        nccl=nccl,
         cudagraph=graphs,
         cudagraph_in_budget=in_budget,
         kv=kv,

@@ -58,7 +58,9 @@ ACTIVATION_MARGIN = 1.05
 #: Non-torch memory one worker adds after vLLM's baseline (cuBLAS/attention
 #: workspaces): the larger of 0.16 GiB (PR 12126) and 0.35 GiB (issue 10517).
 NON_TORCH_BASE = int(0.35 * GiB)
-#: NCCL and custom all-reduce buffers of a TP > 1 worker (PR 10511, TP 2: +1.79 GiB).
+#: NCCL and custom all-reduce buffers of a TP > 1 worker (PR 10511, TP 2 on H100s:
+#: +1.79 GiB; 0.30 GiB on two PCIe L40S in issue 15815; the channels NCCL opens
+#: follow the links, which a spec does not describe, so the larger is planned).
 NON_TORCH_TP = int(1.79 * GiB)
 #: vLLM 0.6.5-0.6.6 measured from before the CUDA context (PR 10511; PR 12126
 #: moved the baseline after it in 0.7.0): the context counts as non-torch.
@@ -319,9 +321,24 @@ def activation_estimate(model: VllmModel, service: VllmService) -> int:
     return int(max(forward, sampler) * ACTIVATION_MARGIN)
 
 
+def nccl_before_snapshot(service: VllmService) -> bool:
+    """From 0.11.0 ``init_device`` initializes the distributed environment before it
+    takes the ``MemorySnapshot`` (PR #25359: gpu_worker.py of the 0.11.0 wheel; 0.10.2
+    took the snapshot first).  A TP > 1 worker's NCCL buffers are then part of the
+    baseline, like the CUDA context: outside ``utilization x total``, and already
+    taken when the start-up check compares free memory with it."""
+    return version_tuple(service.version) >= (0, 11)
+
+
+def nccl_estimate(service: VllmService) -> int:
+    """NCCL and custom all-reduce buffers of a TP > 1 worker (0 for one GPU)."""
+    return NON_TORCH_TP if service.tensor_parallel_size > 1 else 0
+
+
 def non_torch_estimate(service: VllmService) -> int:
-    """Memory outside torch's allocator that the worker adds (cuBLAS, NCCL, workspaces)."""
-    extra = NON_TORCH_TP if service.tensor_parallel_size > 1 else 0
+    """Memory outside torch's allocator that the profile counts (cuBLAS, workspaces, and
+    NCCL while it is allocated after the snapshot: see :func:`nccl_before_snapshot`)."""
+    extra = 0 if nccl_before_snapshot(service) else nccl_estimate(service)
     if (0, 6, 5) <= version_tuple(service.version) < (0, 7):
         extra += CUDA_CONTEXT_0_6_5
     return NON_TORCH_BASE + extra

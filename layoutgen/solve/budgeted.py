@@ -5,10 +5,11 @@ weights (exact), the KV cache for ``parallel`` requests of ``ctx`` tokens
 (exact where ``--kv-cache-memory-bytes`` pins it), the activation peak,
 non-torch memory and CUDA graphs (estimated, high rather than low), and the
 host's per-process ``gpu_overhead`` (the CUDA context, outside vLLM's
-budget).  The solver never splits or moves it: it fits whole, or the layout
-is refused.  vLLM also refuses to start unless ``utilization x total`` is
-free when it starts, so each GPU's start-up check is computed at the
-service's place in the start order.
+budget) with, from vLLM 0.11.0 on more than one GPU, the NCCL buffers it
+allocates before its snapshot (outside the budget too).  The solver never
+splits or moves it: it fits whole, or the layout is refused.  vLLM also
+refuses to start unless ``utilization x total`` is free when it starts, so each
+GPU's start-up check is computed at the service's place in the start order.
 """
 
 from __future__ import annotations
@@ -125,15 +126,18 @@ def service_plan(
         weights=b.weights.bytes + b.lora.bytes,
         kv=b.kv.bytes,
         compute=compute,
-        overhead=spec.host.gpu_overhead,
+        # the CUDA context, and the NCCL buffers vLLM allocates before its snapshot
+        overhead=spec.host.gpu_overhead + b.nccl.bytes,
         basis={"weights": "exact", "kv": str(b.kv.basis), "compute": "estimated"},  # type: ignore[dict-item]
     )
     lora = (("lora", b.lora.bytes, str(b.lora.basis)),) if rs.service.lora else ()
+    nccl = (("nccl", b.nccl.bytes, "upper-bound"),) if b.nccl.bytes else ()
     terms = (
         ("weights", b.weights.bytes, "exact"),
         *lora,
         ("activation", b.activation.bytes, "estimated"),
         ("non_torch", b.non_torch.bytes, "upper-bound"),
+        *nccl,
         ("cudagraph", b.cudagraph.bytes, "estimated"),
         ("kv", b.kv.bytes, str(b.kv.basis)),
     )
@@ -179,8 +183,9 @@ def start_checks(
 
     Free at its turn = capacity - reserve - what the services started before
     it on that GPU hold (those it conflicts with never run beside it) - its own
-    CUDA context (vLLM takes its snapshot after creating it).  vLLM refuses to
-    start when that is below ``ceil(total x --gpu-memory-utilization)``.
+    CUDA context and, from 0.11.0 with tensor parallelism, its NCCL buffers (vLLM
+    takes its snapshot after both: the part's overhead).  vLLM refuses to start
+    when that is below ``ceil(total x --gpu-memory-utilization)``.
     """
     clash = conflicting(spec)
     by_id = {g.id: g for g in spec.host.gpus}
@@ -217,7 +222,9 @@ def start_checks(
                         f"services.{name}: vLLM would refuse to start on GPU {gpu}: at its turn "
                         f"{_mib(free)} is free ({_mib(g.vram)} - reserve {_mib(g.reserve)}"
                         + "".join(f" - {o}" for o in earlier)
-                        + f" - its CUDA context), less than --gpu-memory-utilization "
+                        + " - its CUDA context"
+                        + (" and NCCL buffers" if sp.budget.term_or_zero("nccl") else "")
+                        + "), less than --gpu-memory-utilization "
                         f"{sp.budget.utilization} x {_mib(g.vram)} = {_mib(requested)}; start "
                         "it before the services it shares the GPU with (priority), or give it "
                         "less ctx or parallel",

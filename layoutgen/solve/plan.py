@@ -67,7 +67,8 @@ class BudgetPlan:
     max_model_len: int
     max_num_seqs: int
     tensor_parallel_size: int
-    #: (term, bytes, basis): weights, activation, non_torch, cudagraph, kv
+    #: (term, bytes, basis): weights, lora (with adapters), activation, non_torch, nccl
+    #: (outside the budget, where vLLM allocates it before its snapshot), cudagraph, kv
     terms: tuple[tuple[str, int, Basis], ...]
     cudagraph_in_budget: bool
     budget: int
@@ -82,6 +83,10 @@ class BudgetPlan:
 
     def term(self, name: str) -> int:
         return next(b for n, b, _ in self.terms if n == name)
+
+    def term_or_zero(self, name: str) -> int:
+        """A term a plan lists only where it has one (``lora``, ``nccl``), else 0."""
+        return next((b for n, b, _ in self.terms if n == name), 0)
 
 
 @dataclass(frozen=True)
@@ -399,7 +404,9 @@ def _budget_text(name: str, b: BudgetPlan) -> list[str]:
         "weights": f"the checkpoint / {b.tensor_parallel_size}",
         "lora": "--max-loras x --max-lora-rank slots, allocated with the weights",
         "activation": "profile run's peak",
-        "non_torch": "cuBLAS, NCCL, workspaces",
+        "non_torch": "cuBLAS, workspaces"
+        + (", NCCL" if b.tensor_parallel_size > 1 and not b.term_or_zero("nccl") else ""),
+        "nccl": "allocated before vLLM's snapshot: outside the budget, beside the CUDA context",
         "cudagraph": "in the budget" if b.cudagraph_in_budget else "after the budget, outside it",
         "kv": f"{b.max_num_seqs} x {b.max_model_len:,} tokens in {b.block_size}-token blocks"
         + (", + the null block" if b.kv_cache_memory_bytes is not None else ", what is left"),
