@@ -15,6 +15,7 @@ What is checked, per log, and from what:
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ from layoutgen.runtimes.vllm_memory import (
     VllmModel,
     VllmService,
     activation_estimate,
+    capture_sizes,
+    cudagraph_estimate,
     cudagraph_in_budget,
     effective_block_size,
     estimate_max_model_len,
@@ -390,3 +393,62 @@ def test_the_rope_cache_is_counted_once_per_rank_from_the_config() -> None:
         svc = replace(service_of(load(LOGS[0])), tensor_parallel_size=tp)
         with_rope = plan_memory(one, svc, refuse=False).weights.bytes
         assert with_rope - plan_memory(base, svc, refuse=False).weights.bytes == 32 * 2**20
+
+
+def test_capture_sizes_follow_each_release() -> None:
+    """The CUDA graph sizes vLLM captures, against the logs that print them and the
+    rules read in each wheel's vllm/config (see capture_sizes)."""
+
+    def sizes(version: str, seqs: int, tokens: int = 8192, spec: int = 0) -> tuple[Any, Any]:
+        svc = replace(SERVE, version=version, max_num_seqs=seqs, max_num_batched_tokens=tokens)
+        return capture_sizes(replace(svc, spec_tokens=spec))
+
+    # 0.8.5.post1 prints its list: 512 down to 1 (67 sizes), piecewise only
+    log = load(Path(__file__).parent / "vllm_logs/v1-deepseekqwendeploy-r1-distill-qwen-14b.yaml")
+    printed = re.search(r'"cudagraph_capture_sizes":\[([0-9,]+)\]', log["logged"])
+    assert printed is not None
+    listed = sorted(int(n) for n in printed.group(1).split(","))
+    assert sizes("0.8.5.post1", 256) == (tuple(listed), ())
+    # 0.26.1 with max_num_seqs 16: "PIECEWISE=7 (largest=32), FULL=5 (largest=16)"
+    log = load(Path(__file__).parent / "vllm_logs/v1-autoscientists-qwen3-coder-30b-a3b-a100.yaml")
+    assert "PIECEWISE=7 (largest=32), FULL=5 (largest=16)" in log["logged"]
+    piecewise, full = sizes("0.26.1", 16, 2048)
+    assert (len(piecewise), piecewise[-1], len(full), full[-1]) == (7, 32, 5, 16)
+    # 0.10: at most 2 x max_num_seqs (PR #20628), but always 1, 2 and 4
+    assert sizes("0.10.2", 1) == ((1, 2, 4), ())
+    # 0.11.1 (PR #26016): 1, 2, 4 only up to the most; every 16th from 256
+    assert sizes("0.11.1", 1) == ((1, 2), (1,))
+    piecewise, _ = sizes("0.11.1", 256)
+    assert piecewise[-3:] == (480, 496, 512) and 264 not in piecewise and 248 in piecewise
+    # max_num_batched_tokens caps them
+    assert sizes("0.10.2", 256, tokens=100)[0][-1] == 96
+    # speculative decoding scales the most from 0.13.0 (decode_query_len)
+    assert sizes("0.12.0", 2, spec=3) == ((1, 2, 4), (1, 2))
+    assert sizes("0.13.0", 2, spec=3) == ((1, 2, 4, 8, 16), (4, 8))
+    assert capture_sizes(replace(SERVE, enforce_eager=True)) == ((), ())
+
+
+#: logs that print what CUDA graph capture took (a line quoted in ``cudagraph_gib``)
+CAPTURED = [p for p in LOGS if "cudagraph_gib" in load(p)["values"]]
+
+
+@pytest.mark.parametrize("path", CAPTURED, ids=lambda p: p.stem)
+def test_cudagraph_estimate_is_never_below_a_logged_capture(path: Path) -> None:
+    """The graph term is fitted high (vllm_memory.CUDAGRAPH_FIXED): at or above what
+    each logged capture took, for the sizes capture_sizes gives that log's flags."""
+    record = load(path)
+    took = re.search(r"([0-9.]+) GiB", record["values"]["cudagraph_gib"])
+    assert took is not None
+    logged = float(took.group(1)) * GiB
+    estimate = cudagraph_estimate(model_of(record), service_of(record))
+    assert logged <= estimate <= 3 * logged + 0.2 * GiB, f"{estimate / GiB:.2f} GiB"
+
+
+def test_cudagraph_estimate_grows_with_sizes_layers_and_tp() -> None:
+    small = replace(SERVE, max_num_seqs=1)
+    assert cudagraph_estimate(LLAMA3_8B, small) < cudagraph_estimate(LLAMA3_8B, SERVE)
+    deeper = replace(LLAMA3_8B, n_layer=64)
+    assert cudagraph_estimate(deeper, SERVE) > cudagraph_estimate(LLAMA3_8B, SERVE)
+    tp = replace(SERVE, tensor_parallel_size=2)
+    assert cudagraph_estimate(LLAMA3_8B, tp) > cudagraph_estimate(LLAMA3_8B, SERVE)
+    assert cudagraph_estimate(LLAMA3_8B, replace(SERVE, enforce_eager=True)) == 0

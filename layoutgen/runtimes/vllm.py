@@ -371,6 +371,7 @@ def plan_budget(
         kv_cache_dtype=kv_cache_dtype,
         tensor_parallel_size=tp,
         enforce_eager=enforce_eager,
+        spec_tokens=spec,
     )
     weights = vm.Term(math.ceil(model.weights_bytes / tp), vm.Basis.EXACT)
     # speculative decoding: the sampler scores num_tokens + 1 rows a sequence (the

@@ -65,8 +65,19 @@ NON_TORCH_TP = int(1.79 * GiB)
 #: vLLM 0.6.5-0.6.6 measured from before the CUDA context (PR 10511; PR 12126
 #: moved the baseline after it in 0.7.0): the context counts as non-torch.
 CUDA_CONTEXT_0_6_5 = int(1.44 * GiB)
-#: Per captured CUDA graph beyond the first (graph nodes, pool fragments).
-CUDAGRAPH_PER_GRAPH = 4 * MiB
+#: CUDA graph capture, beyond the largest capture's activations: a fixed part (a
+#: 0.10.2 capture of three small sizes of Qwen2.5-3B took 0.14 GiB, the
+#: memoryawarerlhf log) and a part per captured graph and piece of it (piecewise
+#: graphs split at each attention: n_layer + 1 pieces; a full graph holds as many
+#: kernels): 0.25 MiB on one GPU (0.10.2 llava-v1.6-mistral-7b, 67 sizes x 33
+#: pieces, took 0.67 GiB), 0.55 MiB with tensor parallelism (0.10.2
+#: Qwen3-235B-A22B-FP8 on 8 L40S, 67 x 95, took 3.45 GiB: an all-reduce ends
+#: every piece).  Fitted high: the other public captures took less.
+CUDAGRAPH_FIXED = 128 * MiB
+CUDAGRAPH_PER_PIECE = 256 * 1024
+CUDAGRAPH_PER_PIECE_TP = 563 * 1024
+#: the first release whose default capture sizes grow with the speculative tokens
+SPEC_SCALES_CAPTURE = (0, 13)
 
 
 class Basis(StrEnum):
@@ -139,8 +150,8 @@ class VllmService:
     block_size: int = 16
     tensor_parallel_size: int = 1
     enforce_eager: bool = False
-    cudagraph_capture_sizes: int = 67  #: 1, 2, 4, 8..512 step 8 (vLLM 0.10 default)
-    max_cudagraph_capture_size: int = 512
+    #: speculative tokens a step (MTP/draft): a decode step is 1 + these tokens a request
+    spec_tokens: int = 0
 
     @property
     def v1(self) -> bool:
@@ -344,13 +355,52 @@ def non_torch_estimate(service: VllmService) -> int:
     return NON_TORCH_BASE + extra
 
 
+def capture_sizes(service: VllmService) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The batch sizes (tokens) vLLM captures CUDA graphs for, by its defaults:
+    (piecewise, for every batch; full, for uniform decode batches).
+
+    * before 0.10.0: at most 512 (SchedulerConfig.cuda_graph_sizes = [512]): 1, 2, 4,
+      then every 8th;
+    * from 0.10.0: at most ``min(2 x max_num_seqs, 512)`` (PR #20628);
+    * from 0.11.0: cudagraph_mode FULL_AND_PIECEWISE is the default: full graphs too,
+      for the sizes a uniform decode step of ``max_num_seqs`` requests can take
+      (gpu_model_runner.capture_model of the 0.11.0 wheel);
+    * from 0.11.1: every 16th from 256 (PR #26016); the 1, 2, 4 only up to the most;
+    * from 0.13.0: a decode step of ``1 + spec_tokens`` tokens a request scales the
+      most (vllm/config/vllm.py, decode_query_len; absent from the 0.12.0 wheel).
+
+    Every size is at most ``max_num_batched_tokens``.  None with ``enforce_eager``.
+    """
+    if service.enforce_eager:
+        return (), ()
+    release = version_tuple(service.version)
+    q = 1 + service.spec_tokens if release >= SPEC_SCALES_CAPTURE else 1
+    tokens = service.max_num_batched_tokens
+    most = 512 if release < (0, 10) else min(2 * service.max_num_seqs * q, 512)
+    if release < (0, 11, 1):
+        sizes = [1, 2, 4, *range(8, most + 1, 8)]
+    else:
+        most = min(most, tokens)
+        sizes = [n for n in (1, 2, 4) if n <= most]
+        sizes += range(8, min(most + 1, 256), 8)
+        sizes += range(256, most + 1, 16)
+    piecewise = tuple(n for n in sizes if n <= tokens)
+    if release < (0, 11):
+        return piecewise, ()
+    decode = service.max_num_seqs * q
+    return piecewise, tuple(n for n in piecewise if q <= n <= decode)
+
+
 def cudagraph_estimate(model: VllmModel, service: VllmService) -> int:
-    """Graph pool: the largest capture's activations plus a few MiB per further graph."""
-    if service.enforce_eager or service.cudagraph_capture_sizes == 0:
+    """Graph capture: the largest capture's activations, a fixed part, and a part per
+    graph and piece (:data:`CUDAGRAPH_FIXED`), for the sizes :func:`capture_sizes`."""
+    piecewise, full = capture_sizes(service)
+    if not piecewise:
         return 0
-    largest = min(service.max_cudagraph_capture_size, service.max_num_batched_tokens)
-    first = largest * forward_bytes_per_token(model, service.tensor_parallel_size)
-    return first + (service.cudagraph_capture_sizes - 1) * CUDAGRAPH_PER_GRAPH
+    first = piecewise[-1] * forward_bytes_per_token(model, service.tensor_parallel_size)
+    per = CUDAGRAPH_PER_PIECE_TP if service.tensor_parallel_size > 1 else CUDAGRAPH_PER_PIECE
+    pieces = (len(piecewise) + len(full)) * (model.n_layer + 1)
+    return CUDAGRAPH_FIXED + first + pieces * per
 
 
 def cudagraph_in_budget(service: VllmService) -> bool:
