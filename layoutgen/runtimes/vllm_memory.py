@@ -72,7 +72,9 @@ CUDA_CONTEXT_0_6_5 = int(1.44 * GiB)
 #: kernels): 0.25 MiB on one GPU (0.10.2 llava-v1.6-mistral-7b, 67 sizes x 33
 #: pieces, took 0.67 GiB), 0.55 MiB with tensor parallelism (0.10.2
 #: Qwen3-235B-A22B-FP8 on 8 L40S, 67 x 95, took 3.45 GiB: an all-reduce ends
-#: every piece).  Fitted high: the other public captures took less.
+#: every piece).  Those two logs were read in public files whose repositories the
+#: search did not name, so they are not kept in tests/vllm_logs; the logs kept there
+#: that print a capture took less than this estimate (test_vllm_memory).
 CUDAGRAPH_FIXED = 128 * MiB
 CUDAGRAPH_PER_PIECE = 256 * 1024
 CUDAGRAPH_PER_PIECE_TP = 563 * 1024
