@@ -31,6 +31,7 @@ from __future__ import annotations
 import gc
 import re
 from collections import Counter
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from layoutgen.models.profile import MAX_TENSORS, HParams, ModelFile, Profile
 from layoutgen.models.safetensors_header import (
     MAX_HEADER,
     SafetensorsError,
+    TensorKind,
     json_object,
     read_header,
 )
@@ -66,8 +68,8 @@ _MTP = re.compile(r"mtp\.layers\.(0|[1-9][0-9]{0,3})\.")
 _FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,254}\Z")
 _DIGITS = re.compile(r"([0-9]+)")
 _NAME_MAX = 256
-#: (prefix, rest, dtype, shape, bytes) -> layers
-_Key = tuple[str, str, str, tuple[int, ...], int]
+#: (prefix, rest, (dtype, shape, bytes)) -> layers
+_Key = tuple[str, str, TensorKind]
 
 
 def inspect_dir(root: Path) -> Profile:
@@ -89,9 +91,6 @@ def _inspect(root: Path) -> Profile:
     known = facts(config, str(root / CONFIG))
     files, weight_map = _shards(root, allowed)
     counts = Counter(weight_map.values()) if weight_map is not None else Counter()
-    by_file: dict[str, set[str]] = {}
-    for tensor, shard in (weight_map or {}).items():
-        by_file.setdefault(shard, set()).add(tensor)
     groups: dict[_Key, list[int]] = {}
     singles: list[Folded] = []
     deepest = (-1, "")
@@ -105,15 +104,17 @@ def _inspect(root: Path) -> Profile:
         header = read_header(root / file, shown)
         sizes.append(ModelFile(file, header.file_size))
         if weight_map is not None:  # else a single file: JSON names are unique
-            listed = by_file.get(file, set())
-            names = [t[0] for t in header.tensors]
-            if not listed.issuperset(names):  # the slow way, for the message
+            # the index's file for each tensor here, in C-level passes (names in a
+            # header are unique: ``here`` counts this file's listed tensors present)
+            names = list(map(itemgetter(0), header.tensors))
+            here = list(map(weight_map.get, names)).count(file)
+            if here != len(names):  # the slow way, for the message
                 for name in names:
                     if weight_map.get(name) != file:
                         _unlisted(root, file, name, weight_map, unlisted)
-            if len(listed.intersection(names)) != counts[file]:
+            if here != counts[file]:
                 _absent(root, file, weight_map, set(names))
-        for name, dtype, shape, nbytes in header.tensors:
+        for name, kind in header.tensors:
             m = match(name)
             if m is None:
                 if name.startswith("blk."):
@@ -121,11 +122,11 @@ def _inspect(root: Path) -> Profile:
                         f"{shown}: tensor {name!r} starts with 'blk.', which profiles keep "
                         "for the decoder's layers"
                     )
-                singles.append(Folded(name, dtype, shape, nbytes))
+                singles.append(Folded(name, *kind))
                 continue
             prefix, number, rest = m.groups()
             layer = int(number)
-            key = (prefix, rest, dtype, shape, nbytes)
+            key = (prefix, rest, kind)
             layers = groups.get(key)
             if layers is None:
                 groups[key] = [layer]
@@ -206,7 +207,7 @@ def _shards(root: Path, allowed: tuple[Path, ...]) -> tuple[list[str], dict[str,
     weight_map = _json(root, INDEX, MAX_HEADER, allowed).get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
         raise SafetensorsError(f"{shown}: no weight_map object of tensor names and files")
-    if not all(type(f) is str for f in weight_map.values()):
+    if set(map(type, weight_map.values())) != {str}:
         tensor, file = next((t, f) for t, f in weight_map.items() if type(f) is not str)
         raise SafetensorsError(
             f"{shown}: weight_map gives {ascii(file)[:80]} for tensor {ascii(tensor)[:80]}; "
@@ -255,7 +256,7 @@ def _entries(
     groups: dict[_Key, list[int]], singles: list[Folded], prefix: str | None
 ) -> tuple[Folded, ...]:
     out = list(singles)
-    for (p, rest, dtype, shape, nbytes), layers in groups.items():
+    for (p, rest, (dtype, shape, nbytes)), layers in groups.items():
         if p != prefix:  # another model's layers (a second decoder): names kept
             out.extend(Folded(f"{p}.layers.{n}.{rest}", dtype, shape, nbytes) for n in layers)
             continue

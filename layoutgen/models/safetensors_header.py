@@ -58,9 +58,12 @@ class SafetensorsError(LayoutgenError):
     """A safetensors file or Hugging Face model directory that cannot be read as a model."""
 
 
-#: One tensor of a header: name, lower-case dtype, shape (outermost first), bytes.  A plain
-#: tuple: a checkpoint has up to ~100,000 of them and a class would cost a call each.
-STensor = tuple[str, str, tuple[int, ...], int]
+#: What a tensor is: lower-case dtype, shape (outermost first), bytes; one tuple shared
+#: by every tensor of the same dtype and shape in a header (experts repeat a few).
+TensorKind = tuple[str, tuple[int, ...], int]
+#: One tensor of a header: its name and kind.  A plain pair: a checkpoint has up to
+#: ~100,000 of them, and a class (or a flat 4-tuple built per tensor) costs more each.
+STensor = tuple[str, TensorKind]
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,7 @@ def read_header(path: Path, shown: str | None = None) -> SafetensorsHeader:
     # is a safe cache key (True == 1 and 1.0 == 1 would alias a valid shape)
     exact = b"true" not in raw and b"false" not in raw
     tensors = _tensors(where, _document(where, raw), exact)
-    end = 8 + length + sum(t[3] for t in tensors)
+    end = 8 + length + sum(kind[2] for _, kind in tensors)
     if end != size:
         last = f"tensor {tensors[-1][0]!r}" if tensors else "the header"
         if end > size:
@@ -188,7 +191,7 @@ def _tensors(where: str, doc: dict[str, Any], exact: bool = False) -> tuple[STen
                 )
     # (dtype, shape as a tuple, or its str() where the header has true/false) -> (dtype,
     # shape, bytes): floats are text here, so neither 1.0 nor true can alias a valid 1
-    sized: dict[tuple[Any, Any], tuple[str, tuple[int, ...], int]] = {}
+    sized: dict[tuple[Any, Any], TensorKind] = {}
     out: list[STensor] = []
     at = 0  # where the data so far ends, in header order
     in_order = True
@@ -224,7 +227,7 @@ def _tensors(where: str, doc: dict[str, Any], exact: bool = False) -> tuple[STen
         if begin != at:
             in_order = False
         at = end
-        out.append((name, *known))
+        out.append((name, known))
     if in_order:  # writers put the data in header order
         return tuple(out)
     spans = sorted(

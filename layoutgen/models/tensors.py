@@ -84,8 +84,11 @@ def parse_layers(text: str) -> tuple[int, ...]:
 
 def runs(layers: Iterable[int]) -> list[tuple[int, int]]:
     """(0, 1, 2, 3, 4, 6) -> [(0, 4), (6, 6)]: sorted runs of consecutive layers."""
+    ordered = sorted(set(layers))
+    if ordered and ordered[-1] - ordered[0] + 1 == len(ordered):  # one run (every layer)
+        return [(ordered[0], ordered[-1])]
     out: list[tuple[int, int]] = []
-    for n in sorted(set(layers)):
+    for n in ordered:
         if out and out[-1][1] == n - 1:
             out[-1] = (out[-1][0], n)
         else:
