@@ -229,7 +229,8 @@ def _logged_term(path: Path, term: str) -> int | None:
     return logged_activation(record) if term == "activation" else gib(record, "non_torch_gib")
 
 
-#: (log, term) where the log prints the term: V0 logs (V1 logs it at DEBUG only)
+#: (log, term) where the log prints the term: V0 logs, and V1 from 0.10.2 ("Actual usage is
+#: ... for peak activation, ... for non-torch memory": INFO in 0.10.2 and 0.26+, else DEBUG)
 MEASURED = [
     (p, t) for p in LOGS for t in ("activation", "non_torch") if _logged_term(p, t) is not None
 ]
@@ -441,6 +442,12 @@ def test_cudagraph_estimate_is_never_below_a_logged_capture(path: Path) -> None:
     assert took is not None
     logged = float(took.group(1)) * GiB
     estimate = cudagraph_estimate(model_of(record), service_of(record))
+    miss = record.get("known_misses", {}).get("cudagraph")
+    if miss is not None and miss.startswith("under"):
+        # a capture the estimate does not reach, kept and said so (README, vLLM plan):
+        # when the model covers it, the note must go
+        assert estimate < logged, "the estimate now covers it: drop known_misses.cudagraph"
+        return
     assert logged <= estimate <= 3 * logged + 0.2 * GiB, f"{estimate / GiB:.2f} GiB"
 
 

@@ -209,7 +209,7 @@ def test_tensor_parallel_two(tmp_path: Path) -> None:
     assert argv[argv.index("--tensor-parallel-size") + 1] == "2"
     # 0.11.0 allocates NCCL's buffers before its snapshot (PR #25359): they are not
     # non-torch memory of the profile but baseline, as the CUDA context
-    assert b.term("non_torch") == vm.NON_TORCH_BASE
+    assert b.term("non_torch") == vm.NON_TORCH_SNAPSHOT
     assert b.term("nccl") == vm.NON_TORCH_TP
 
 
@@ -229,11 +229,11 @@ def test_nccl_buffers_move_outside_the_budget_from_0_11(tmp_path: Path) -> None:
     bo, bn = old.budget, new.budget
     assert bo is not None and bn is not None
     # before: NCCL inside the budget, as non-torch; no term of its own
-    assert bo.term("non_torch") == vm.NON_TORCH_BASE + nccl
+    assert bo.term("non_torch") == vm.NON_TORCH_SNAPSHOT + nccl
     assert bo.term_or_zero("nccl") == 0
     assert old.buffers["CUDA0"].overhead == ctx
     # from 0.11.0: NCCL beside the CUDA context, the budget smaller by as much
-    assert bn.term("non_torch") == vm.NON_TORCH_BASE and bn.term("nccl") == nccl
+    assert bn.term("non_torch") == vm.NON_TORCH_SNAPSHOT and bn.term("nccl") == nccl
     assert new.buffers["CUDA0"].overhead == ctx + nccl
     assert bo.budget - bn.budget == nccl
     assert int(bn.utilization.replace(".", "")) == bn.budget * 1000 // gpu0_total
@@ -285,6 +285,30 @@ def test_a_vllm_service_started_after_llama_cpp_is_checked_against_what_it_holds
     assert check.before == ("coder",)
     assert check.free == gpu0.vram - gpu0.reserve - held - v.spec.host.gpu_overhead
     assert check.ok
+
+
+def test_vllm_before_0_9_2_must_start_before_what_shares_its_gpu(tmp_path: Path) -> None:
+    """0.8.0-0.9.1 subtract everything in use on the GPU after the profile run (the 0.9.0
+    wheel's determine_available_memory), so a service started earlier on the same GPU
+    would shrink vLLM's KV cache: refused, with the fix; started first, it plans, its
+    own CUDA context inside the budget (non-torch memory then)."""
+    later = CHAT.replace("chat:", "zchat:").replace("port: 8000", "port: 8002")
+    (error,) = refused(tmp_path, later + CODER, version="0.9.1")
+    assert "error: services.zchat: vLLM 0.9.1 counts everything in use on GPU gpu0" in error
+    assert "started after coder its KV cache would lose the " in error
+    assert "start it before them (priority), or use vLLM 0.9.2 or newer" in error
+    assert plan(tmp_path, later + CODER, version="0.9.2").plan.service("zchat").budget
+    first = plan(tmp_path, CHAT + CODER, version="0.9.1").plan.service("chat").budget
+    newer = plan(tmp_path, CHAT + CODER, version="0.9.2").plan.service("chat").budget
+    assert first is not None and newer is not None
+    context = vm.CUDA_CONTEXT_0_6_5
+    assert first.term("non_torch") == vm.NON_TORCH_BASE + context
+    assert newer.term("non_torch") == vm.NON_TORCH_SNAPSHOT
+    # what is not KV grows by the context (and the older base) alone; the KV cache is
+    # the same asked size either way (each rounded to a whole 0.001 of the GPU)
+    grown = (first.budget - first.term("kv")) - (newer.budget - newer.term("kv"))
+    assert grown == first.term("non_torch") - newer.term("non_torch")
+    assert abs(first.term("kv") - newer.term("kv")) <= (97247 << 20) // 1000
 
 
 def test_plan_text_and_json_show_the_budget(tmp_path: Path) -> None:

@@ -58,6 +58,18 @@ class Release:
 
 RELEASES: tuple[Release, ...] = (
     Release(
+        "snapshot-baseline",
+        (0, 9, 2),
+        "vllm/v1/worker/gpu_worker.py of the 0.9.2 wheel: init_device takes a "
+        "MemorySnapshot and refuses to start when less than utilization x total is free; "
+        "the 0.9.0 wheel's determine_available_memory subtracts total - free - torch's "
+        "allocations after the profile run (vllm_memory.device_wide)",
+        "vLLM profiles its own memory from a start-up snapshot, and checks that its "
+        "budget is free; before, it counts everything in use on the GPU (its CUDA "
+        "context and other processes) inside --gpu-memory-utilization, so it must start "
+        "before the services it shares a GPU with",
+    ),
+    Release(
         "kv-cache-memory-bytes",
         (0, 10, 2),
         "vllm/engine/arg_utils.py of the 0.10.2 wheel: cache_group.add_argument("

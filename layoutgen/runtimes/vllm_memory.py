@@ -58,12 +58,23 @@ ACTIVATION_MARGIN = 1.05
 #: Non-torch memory one worker adds after vLLM's baseline (cuBLAS/attention
 #: workspaces): the larger of 0.16 GiB (PR 12126) and 0.35 GiB (issue 10517).
 NON_TORCH_BASE = int(0.35 * GiB)
+#: The same from 0.9.2, whose V1 worker takes its snapshot after the CUDA context:
+#: kernel modules loaded by the profile run and library handles.  Seven public logs
+#: print it (tests/vllm_logs, "Actual usage is ... for non-torch memory"): 0.02 to
+#: 0.07 GiB on one GPU, dense and MoE; planned at 0.10 GiB, above every one.
+NON_TORCH_SNAPSHOT = int(0.10 * GiB)
+#: The first release whose V1 worker profiles from a MemorySnapshot taken at start-up
+#: (gpu_worker.py of the 0.9.2 wheel); 0.8.0-0.9.1 subtract everything in use on the
+#: GPU after the profile run (total - free - torch's allocations): their own CUDA
+#: context, and every other process's memory
+SNAPSHOT_BASELINE = (0, 9, 2)
 #: NCCL and custom all-reduce buffers of a TP > 1 worker (PR 10511, TP 2 on H100s:
 #: +1.79 GiB; 0.30 GiB on two PCIe L40S in issue 15815; the channels NCCL opens
 #: follow the links, which a spec does not describe, so the larger is planned).
 NON_TORCH_TP = int(1.79 * GiB)
 #: vLLM 0.6.5-0.6.6 measured from before the CUDA context (PR 10511; PR 12126
-#: moved the baseline after it in 0.7.0): the context counts as non-torch.
+#: moved the baseline after it in 0.7.0): the context counts as non-torch, as it
+#: does in the V1 worker of 0.8.0-0.9.1 (:func:`device_wide`).
 CUDA_CONTEXT_0_6_5 = int(1.44 * GiB)
 #: CUDA graph capture, beyond the largest capture's activations: a fixed part (a
 #: 0.10.2 capture of three small sizes of Qwen2.5-3B took 0.14 GiB, the
@@ -348,13 +359,24 @@ def nccl_estimate(service: VllmService) -> int:
     return NON_TORCH_TP if service.tensor_parallel_size > 1 else 0
 
 
+def device_wide(service: VllmService) -> bool:
+    """0.8.0-0.9.1: the V1 worker's non-KV memory is everything in use on the GPU after
+    its profile run (``determine_available_memory`` of the 0.9.0 wheel: ``total - free
+    - torch's allocations``), so the memory of processes started before it shrinks its
+    KV cache, and its own CUDA context is inside ``utilization x total``."""
+    return (0, 8) <= version_tuple(service.version) < SNAPSHOT_BASELINE
+
+
 def non_torch_estimate(service: VllmService) -> int:
     """Memory outside torch's allocator that the profile counts (cuBLAS, workspaces, and
-    NCCL while it is allocated after the snapshot: see :func:`nccl_before_snapshot`)."""
+    NCCL while it is allocated after the snapshot: see :func:`nccl_before_snapshot`;
+    the CUDA context where the baseline is taken before it)."""
     extra = 0 if nccl_before_snapshot(service) else nccl_estimate(service)
-    if (0, 6, 5) <= version_tuple(service.version) < (0, 7):
+    release = version_tuple(service.version)
+    if (0, 6, 5) <= release < (0, 7) or device_wide(service):
         extra += CUDA_CONTEXT_0_6_5
-    return NON_TORCH_BASE + extra
+    base = NON_TORCH_SNAPSHOT if release >= SNAPSHOT_BASELINE else NON_TORCH_BASE
+    return base + extra
 
 
 def capture_sizes(service: VllmService) -> tuple[tuple[int, ...], tuple[int, ...]]:
