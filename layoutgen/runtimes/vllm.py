@@ -92,7 +92,7 @@ RELEASES: tuple[Release, ...] = (
         "vllm/v1/worker/gpu_worker.py of the 0.11.0 wheel: init_device calls "
         "init_worker_distributed_environment before MemorySnapshot() (PR #25359; the "
         "0.10.2 wheel takes the snapshot first) (vllm_memory.nccl_before_snapshot)",
-        "a tensor-parallel worker's NCCL buffers are allocated before the start-up "
+        "most of a tensor-parallel worker's NCCL buffers are allocated before the start-up "
         "snapshot: outside --gpu-memory-utilization, beside the CUDA context, and "
         "already taken when the free-memory check runs; before, non-torch memory of "
         "the profile, inside the budget",
@@ -396,7 +396,7 @@ def plan_budget(
     )
     lora_term = vm.Term(lora, vm.Basis.EXACT if lora_exact else vm.Basis.ESTIMATED)
     non_torch = vm.Term(vm.non_torch_estimate(service), vm.Basis.UPPER_BOUND)
-    outside_nccl = vm.nccl_estimate(service) if vm.nccl_before_snapshot(service) else 0
+    outside_nccl = vm.nccl_outside(service)
     nccl = vm.Term(outside_nccl, vm.Basis.UPPER_BOUND)
     graphs = vm.Term(vm.cudagraph_estimate(model, service), vm.Basis.ESTIMATED)
     in_budget = vm.cudagraph_in_budget(service)

@@ -27,7 +27,7 @@ exec podman run \
   --max-num-seqs 2 \
   --max-num-batched-tokens 2048 \
   --tensor-parallel-size 1 \
-  --gpu-memory-utilization 0.515 \
+  --gpu-memory-utilization 0.516 \
   --kv-cache-memory-bytes 17184063488 \
   --kv-cache-dtype auto \
   --served-model-name qwen3-32b \
