@@ -42,6 +42,7 @@ from layoutgen.runtimes.vllm_memory import (
     kv_bytes_per_token_layer,
     kv_capacity,
     kv_needed_one_request,
+    nccl_before_snapshot,
     non_torch_estimate,
     plan_memory,
     rope_cache_bytes,
@@ -459,3 +460,17 @@ def test_cudagraph_estimate_grows_with_sizes_layers_and_tp() -> None:
     tp = replace(SERVE, tensor_parallel_size=2)
     assert cudagraph_estimate(LLAMA3_8B, tp) > cudagraph_estimate(LLAMA3_8B, SERVE)
     assert cudagraph_estimate(LLAMA3_8B, replace(SERVE, enforce_eager=True)) == 0
+
+
+def test_the_dated_rules_and_the_memory_model_name_the_same_releases() -> None:
+    """runtimes/vllm.py's RELEASES (the plan's rules) and vllm_memory's version checks
+    (the logs' model) date the same behaviour twice: they must agree."""
+    from layoutgen.runtimes.vllm import RELEASES
+    from layoutgen.runtimes.vllm_memory import SNAPSHOT_BASELINE
+
+    since = {r.name: r.since for r in RELEASES}
+    assert since["snapshot-baseline"] == SNAPSHOT_BASELINE
+    for release in ((0, 9, 1), (0, 9, 2), (0, 10, 2), (0, 11, 0), (0, 20, 0)):
+        service = replace(SERVE, version=".".join(map(str, release)))
+        assert (release >= since["nccl-before-snapshot"]) == nccl_before_snapshot(service)
+        assert (release >= since["cudagraph-in-budget"]) == cudagraph_in_budget(service)

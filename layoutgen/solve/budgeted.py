@@ -195,6 +195,8 @@ def start_checks(
         sp = placed.get(name)
         if sp is None or sp.budget is None:
             continue
+        rt = spec.runtimes[spec.services[name].runtime].rules()
+        assert isinstance(rt, Vllm)
         checks = []
         for buf, gpu in sp.device_of.items():
             if gpu == "host":
@@ -211,11 +213,11 @@ def start_checks(
                 if placed[o].device_of[b] == gpu
             )
             g = by_id[gpu]
-            if earlier and not _own_snapshot(spec, name):
+            if earlier and not rt.follows("snapshot-baseline"):
                 problems.append(
                     Problem(
                         ("services", name),
-                        f"services.{name}: vLLM {_release(spec, name)} counts everything in "
+                        f"services.{name}: vLLM {rt.release_text} counts everything in "
                         f"use on GPU {gpu} as its own (before 0.9.2 its profile subtracts the "
                         "GPU's used memory), so started after "
                         + ", ".join(earlier)
@@ -245,21 +247,6 @@ def start_checks(
         budget_plan = dataclasses.replace(sp.budget, start=tuple(checks))
         out[name] = dataclasses.replace(sp, budget=budget_plan)
     return out, problems
-
-
-def _rules(spec: Spec, name: str) -> Vllm:
-    rt = spec.runtimes[spec.services[name].runtime].rules()
-    assert isinstance(rt, Vllm)
-    return rt
-
-
-def _own_snapshot(spec: Spec, name: str) -> bool:
-    """Whether the service's vLLM profiles only its own memory (0.9.2+)."""
-    return _rules(spec, name).follows("snapshot-baseline")
-
-
-def _release(spec: Spec, name: str) -> str:
-    return _rules(spec, name).release_text
 
 
 def _mib(n: int) -> str:
