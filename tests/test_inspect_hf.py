@@ -20,8 +20,10 @@ from typing import Any
 import pytest
 from safetensors import TensorSpec, safe_open, serialize_file
 
-from layoutgen.models import quants
-from layoutgen.models.profile import Profile, load_profile
+from layoutgen.models import hf_checkpoint, quants
+from layoutgen.models.hf_checkpoint import inspect_dir
+from layoutgen.models.profile import Profile, dump_profile, load_profile
+from layoutgen.models.safetensors_header import SafetensorsError
 
 from conftest import run_cli
 
@@ -981,3 +983,97 @@ def test_qwen3_next_mtp_layers_apart_count_as_nextn_when_the_config_says_so(
     config = dict(QWEN3_NEXT, mtp_num_hidden_layers=1)
     h = hp(inspect(checkpoint(tmp_path / "Qwen3-Next-mtp", config, tensors)))
     assert (h["n_layer"], h["nextn_layers"]) == (5, 1)  # 4 decoder layers + the MTP one
+
+
+# ------------------------------------------------------- shards read in parallel
+
+
+def moe_checkpoint(d: Path, shards: int) -> Path:
+    tensors = ends(64, 128)
+    for i in range(4):
+        p = f"model.layers.{i}"
+        tensors |= attention(p, 4, 2, 16, 64) | experts(p, 8, 64, 32)
+    config = LLAMA | {"num_hidden_layers": 4}
+    return checkpoint(d, config, tensors, shards=shards)
+
+
+def outcome(d: Path, jobs: int) -> str:
+    """The profile text, or the error, of ``inspect_dir(d, jobs)``."""
+    try:
+        return dump_profile(inspect_dir(d, jobs))
+    except SafetensorsError as exc:
+        return f"error: {exc}"
+
+
+JOBS = [2, 3, 7]
+
+
+def test_shards_read_in_parallel_give_the_same_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = moe_checkpoint(tmp_path / "m", shards=7)
+    one = outcome(d, 1)
+    assert not one.startswith("error") and "blk.{0..3}.mlp.experts.7.up_proj.weight" in one
+    for jobs in JOBS:
+        assert outcome(d, jobs) == one, jobs
+    # and the default: one process per core, for a checkpoint big enough to fork for
+    monkeypatch.setattr(hf_checkpoint, "PARALLEL_FROM", 100)
+    assert dump_profile(inspect_dir(d)) == one
+
+
+def test_shards_read_in_parallel_give_the_first_error_in_shard_order(tmp_path: Path) -> None:
+    """Errors in several shards at once: the one a reader going shard by shard meets
+    first, whichever process found each (later shards are read by other processes)."""
+    d = moe_checkpoint(tmp_path / "m", shards=7)
+    files = sorted(p.name for p in d.glob("*.safetensors"))
+    good = index(d)
+    # shard 6 truncated, shard 5 lacks a tensor the index lists there, shard 3 holds
+    # one the index puts in shard 4: the last of these is the first met
+    with (d / files[5]).open("r+b") as f:
+        f.truncate(f.seek(0, 2) - 2)
+    doc = json.loads(json.dumps(good))
+    doc["weight_map"]["model.extra.weight"] = files[4]
+    moved = next(t for t, f in good["weight_map"].items() if f == files[2])
+    doc["weight_map"][moved] = files[3]
+    write_index(d, doc)
+    first = (
+        f"error: {d / files[2]}: tensor {moved!r} is listed in model.safetensors.index.json "
+        f"in {files[3]}, not in this file"
+    )
+    assert outcome(d, 1) == first
+    for jobs in JOBS:
+        assert outcome(d, jobs) == first, jobs
+
+    # without shard 3's problem, shard 5's comes first, then shard 6's
+    doc["weight_map"][moved] = files[2]
+    write_index(d, doc)
+    second = (
+        f"error: {d / files[4]}: tensor 'model.extra.weight' is listed in "
+        "model.safetensors.index.json but not in this file"
+    )
+    assert [outcome(d, jobs) for jobs in [1, *JOBS]] == [second] * 4
+    write_index(d, good)
+    third = outcome(d, 1)
+    assert third.startswith(f"error: {d / files[5]}: truncated")
+    assert [outcome(d, jobs) for jobs in JOBS] == [third] * 3
+
+
+def test_an_index_error_comes_before_a_name_error_in_the_same_shard(tmp_path: Path) -> None:
+    tensors = llama_tensors() | {"blk.0.x": ("float32", (2,))}
+    d = checkpoint(tmp_path / "m", LLAMA, tensors, shards=3)
+    doc = index(d)
+    shard = doc["weight_map"]["blk.0.x"]
+    doc["weight_map"]["model.extra.weight"] = shard
+    write_index(d, doc)
+    index_error = (
+        f"error: {d / shard}: tensor 'model.extra.weight' is listed in "
+        "model.safetensors.index.json but not in this file"
+    )
+    assert [outcome(d, jobs) for jobs in [1, *JOBS]] == [index_error] * 4
+    del doc["weight_map"]["model.extra.weight"]
+    write_index(d, doc)
+    name_error = (
+        f"error: {d / shard}: tensor 'blk.0.x' starts with 'blk.', which profiles keep for the "
+        "decoder's layers"
+    )
+    assert [outcome(d, jobs) for jobs in [1, *JOBS]] == [name_error] * 4

@@ -24,6 +24,12 @@ Hugging Face cache, inside the snapshot's ``blobs/``); every tensor the index
 lists must be in its shard, none in two shards; at most 100,000 tensors in
 all (the profile's bound).  Output is deterministic: entries in natural name
 order, shards in name order.
+
+Speed.  Where the index lists at least :data:`PARALLEL_FROM` tensors, the
+shards are read by forked copies of this process (:mod:`layoutgen.models.forked`),
+each a run of them; the results are put together in shard order, and the
+errors that involve several shards are found there, so the profile and the
+first error are those of a reader going shard by shard.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from layoutgen.models import forked
 from layoutgen.models.hf_hparams import ConfigFacts, facts
 from layoutgen.models.inputs import NotRegularFile, open_regular
 from layoutgen.models.profile import MAX_TENSORS, HParams, ModelFile, Profile
@@ -72,69 +79,86 @@ _NAME_MAX = 256
 _Key = tuple[str, str, TensorKind]
 
 
-def inspect_dir(root: Path) -> Profile:
-    """The profile of the Hugging Face model directory ``root``."""
+def inspect_dir(root: Path, jobs: int | None = None) -> Profile:
+    """The profile of the Hugging Face model directory ``root``; its shards are read by
+    up to ``jobs`` processes (default: one per core, at most :data:`MOST_JOBS`, where
+    there are enough tensors to pay for a fork: :mod:`layoutgen.models.forked`).  The
+    profile, or the first error, is the same for any number."""
     # The headers' JSON makes ~100,000 small dicts and lists and no cycles: the
     # cyclic collector would only walk them again and again (~15 % of the time).
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _inspect(root)
+        return _inspect(root, jobs)
     finally:
         if enabled:
             gc.enable()
 
 
-def _inspect(root: Path) -> Profile:
+#: Tensors in an index from which its shards are read in parallel: below this,
+#: forking costs more than it saves.
+PARALLEL_FROM = 4096
+#: At most this many processes: each fork costs the parent a millisecond or two
+#: before it reads its own part, and ten shards gain little past a few cores.
+MOST_JOBS = 8
+#: What one shard gives: file size, names the index does not list in it (header
+#: order), the first tensor the index lists in it that it lacks, layer groups,
+#: other tensors, the deepest layer and its tensor, its tensor count, and an
+#: error found after the index checks.  Plain data, so that a worker can send it.
+_Shard = tuple[
+    int,
+    tuple[str, ...],
+    str | None,
+    dict[_Key, list[int]],
+    list[tuple[str, TensorKind]],
+    tuple[int, str],
+    int,
+    str | None,
+]
+
+
+def _inspect(root: Path, jobs: int | None) -> Profile:
     allowed = _allowed(root)
     config = _json(root, CONFIG, CONFIG_MAX, allowed)
     known = facts(config, str(root / CONFIG))
     files, weight_map = _shards(root, allowed)
     counts = Counter(weight_map.values()) if weight_map is not None else Counter()
+
+    def read(file: str) -> _Shard:
+        return _shard(root, file, allowed, weight_map, counts[file])
+
+    if jobs is None:
+        big = weight_map is not None and len(weight_map) >= PARALLEL_FROM
+        jobs = min(forked.cores(), MOST_JOBS) if big else 1
     groups: dict[_Key, list[int]] = {}
     singles: list[Folded] = []
     deepest = (-1, "")
     unlisted: dict[str, str] = {}  # tensors in a shard the index does not name: -> shard
     count = 0
     sizes = []
-    match = _LAYER.match
-    for file in files:
-        shown = str(root / file)
-        _inside(root / file, shown, allowed)
-        header = read_header(root / file, shown)
-        sizes.append(ModelFile(file, header.file_size))
-        if weight_map is not None:  # else a single file: JSON names are unique
-            # the index's file for each tensor here, in C-level passes (names in a
-            # header are unique: ``here`` counts this file's listed tensors present)
-            names = list(map(itemgetter(0), header.tensors))
-            here = list(map(weight_map.get, names)).count(file)
-            if here != len(names):  # the slow way, for the message
-                for name in names:
-                    if weight_map.get(name) != file:
-                        _unlisted(root, file, name, weight_map, unlisted)
-            if here != counts[file]:
-                _absent(root, file, weight_map, set(names))
-        for name, kind in header.tensors:
-            m = match(name)
-            if m is None:
-                if name.startswith("blk."):
-                    raise SafetensorsError(
-                        f"{shown}: tensor {name!r} starts with 'blk.', which profiles keep "
-                        "for the decoder's layers"
-                    )
-                singles.append(Folded(name, *kind))
-                continue
-            prefix, number, rest = m.groups()
-            layer = int(number)
-            key = (prefix, rest, kind)
-            layers = groups.get(key)
-            if layers is None:
-                groups[key] = [layer]
+    for file, (ok, got) in zip(files, forked.fork_map(read, files, jobs), strict=False):
+        if not ok:
+            raise SafetensorsError(got)
+        size, odd, absent, shard_groups, shard_singles, shard_deepest, shard_count, late = got
+        sizes.append(ModelFile(file, size))
+        for name in odd:
+            _unlisted(root, file, name, weight_map or {}, unlisted)
+        if absent is not None:
+            raise SafetensorsError(
+                f"{root / file}: tensor {absent!a} is listed in {INDEX} but not in this file"
+            )
+        if late is not None:
+            raise SafetensorsError(late)
+        for key, layers in shard_groups.items():
+            known_layers = groups.get(key)
+            if known_layers is None:
+                groups[key] = layers
             else:
-                layers.append(layer)
-            if layer > deepest[0]:
-                deepest = (layer, name)
-        count += len(header.tensors)
+                known_layers.extend(layers)
+        singles.extend(Folded(name, *kind) for name, kind in shard_singles)
+        if shard_deepest[0] > deepest[0]:
+            deepest = shard_deepest
+        count += shard_count
     if not count:
         raise SafetensorsError(f"{root}: the checkpoint holds no tensors")
     if count > MAX_TENSORS:
@@ -155,6 +179,58 @@ def _inspect(root: Path) -> Profile:
         files=tuple(sizes),
         format="safetensors",
     )
+
+
+def _shard(
+    root: Path,
+    file: str,
+    allowed: tuple[Path, ...],
+    weight_map: dict[str, str] | None,
+    listed: int,
+) -> _Shard:
+    """One shard's header, checked against the index (``listed``: how many tensors
+    the index puts in it), its tensors grouped by layer.  Errors that depend on
+    other shards are left to the caller, which sees the shards in order."""
+    shown = str(root / file)
+    _inside(root / file, shown, allowed)
+    header = read_header(root / file, shown)
+    odd: tuple[str, ...] = ()
+    absent = None
+    if weight_map is not None:  # else a single file: JSON names are unique
+        # the index's file for each tensor here, in C-level passes (names in a
+        # header are unique: ``here`` counts this file's listed tensors present)
+        names = list(map(itemgetter(0), header.tensors))
+        here = list(map(weight_map.get, names)).count(file)
+        if here != len(names):  # the slow way, for the message
+            odd = tuple(name for name in names if weight_map.get(name) != file)
+        if here != listed:
+            absent = _absent(file, weight_map, set(names))
+    groups: dict[_Key, list[int]] = {}
+    singles: list[tuple[str, TensorKind]] = []
+    deepest = (-1, "")
+    late = None
+    match = _LAYER.match
+    for name, kind in header.tensors:
+        m = match(name)
+        if m is None:
+            if name.startswith("blk.") and late is None:
+                late = (
+                    f"{shown}: tensor {name!r} starts with 'blk.', which profiles keep "
+                    "for the decoder's layers"
+                )
+            singles.append((name, kind))
+            continue
+        prefix, number, rest = m.groups()
+        layer = int(number)
+        key = (prefix, rest, kind)
+        layers = groups.get(key)
+        if layers is None:
+            groups[key] = [layer]
+        else:
+            layers.append(layer)
+        if layer > deepest[0]:
+            deepest = (layer, name)
+    return (header.file_size, odd, absent, groups, singles, deepest, len(header.tensors), late)
 
 
 def _allowed(root: Path) -> tuple[Path, ...]:
@@ -243,13 +319,9 @@ def _unlisted(
         raise SafetensorsError(f"{root / file}: tensor {name!r} is in {first} too")
 
 
-def _absent(root: Path, file: str, weight_map: dict[str, str], here: set[str]) -> None:
+def _absent(file: str, weight_map: dict[str, str], here: set[str]) -> str | None:
     """The first tensor the index lists in ``file`` that is not there."""
-    for tensor, listed in weight_map.items():
-        if listed == file and tensor not in here:
-            raise SafetensorsError(
-                f"{root / file}: tensor {tensor!a} is listed in {INDEX} but not in this file"
-            )
+    return next((t for t, listed in weight_map.items() if listed == file and t not in here), None)
 
 
 def _entries(
