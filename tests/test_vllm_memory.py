@@ -180,6 +180,11 @@ def test_weights_within_one_percent(path: Path) -> None:
     assert logged is not None
     memory = plan_memory(model_of(record), service_of(record), refuse=False)
     assert memory.weights.basis is Basis.EXACT
+    miss = record.get("known_misses", {}).get("weights")
+    if miss is not None and miss.startswith("under"):
+        # kept and said so; when the model covers it, the note must go
+        assert memory.weights.bytes < logged and within(memory.weights.bytes, logged, 0.02)
+        return
     assert within(memory.weights.bytes, logged, 0.01)
 
 
@@ -337,6 +342,8 @@ def test_kv_cache_memory_bytes_replaces_the_budget() -> None:
 def test_forward_bytes_per_token() -> None:
     # gate_up 2 x 14336 + silu 14336 + 3 hidden of 4096, bf16
     assert forward_bytes_per_token(LLAMA3_8B, 1) == 2 * (3 * 14336 + 3 * 4096)
+    # split by TP, with two all-reduced hidden copies beside the three hidden rows
+    assert forward_bytes_per_token(LLAMA3_8B, 2) == 2 * (3 * 14336 // 2 + 5 * 4096)
 
 
 def test_refusal_message_and_estimate() -> None:
@@ -416,6 +423,14 @@ def test_capture_sizes_follow_each_release() -> None:
     assert "PIECEWISE=7 (largest=32), FULL=5 (largest=16)" in log["logged"]
     piecewise, full = sizes("0.26.1", 16, 2048)
     assert (len(piecewise), piecewise[-1], len(full), full[-1]) == (7, 32, 5, 16)
+    # V0 (before 0.8.0): full decode graphs up to the first size holding max_num_seqs;
+    # 0.7.2 with 256 prints its list: 256 down to 1 (35 sizes)
+    log = load(Path(__file__).parent / "vllm_logs/v0-distagentgc-qwen25-14b-tp1.yaml")
+    printed = re.search(r'"cudagraph_capture_sizes":\[([0-9,]+)\]', log["logged"])
+    assert printed is not None
+    listed = sorted(int(n) for n in printed.group(1).split(","))
+    assert sizes("0.7.2", 256) == ((), tuple(listed))
+    assert sizes("0.7.2", 100)[1][-3:] == (88, 96, 104)
     # 0.10: at most 2 x max_num_seqs (PR #20628), but always 1, 2 and 4
     assert sizes("0.10.2", 1) == ((1, 2, 4), ())
     # 0.11.1 (PR #26016): 1, 2, 4 only up to the most; every 16th from 256
@@ -474,3 +489,79 @@ def test_the_dated_rules_and_the_memory_model_name_the_same_releases() -> None:
         service = replace(SERVE, version=".".join(map(str, release)))
         assert (release >= since["nccl-before-snapshot"]) == nccl_before_snapshot(service)
         assert (release >= since["cudagraph-in-budget"]) == cudagraph_in_budget(service)
+
+
+# ------------------------------------------- a summary table of recent H100 logs
+
+SUMMARY = Path(__file__).parent / "vllm_logs" / "summaries" / "llm-d-h100-2026-01.yaml"
+
+
+def summary_rows() -> list[tuple[str, int, float, float]]:
+    """(model, TP, logged peak activation, logged non-torch) of each row that has them,
+    read from the verbatim table by its column names."""
+    doc = load(SUMMARY)
+    lines = [line.strip().strip("|").split("|") for line in doc["table"].splitlines()]
+    head = [cell.strip() for cell in lines[0]]
+    rows = []
+    for cells in lines[2:]:
+        row = dict(zip(head, (cell.strip() for cell in cells), strict=True))
+        if row["Peak Activation (GiB)"] == "N/A":
+            continue
+        model = row["Model"].removesuffix(" (TP=2)").removesuffix(" (TP=1)")
+        rows.append(
+            (
+                model,
+                int(row["TP Size"]),
+                float(row["Peak Activation (GiB)"]),
+                float(row["Non-torch Memory (GiB)"]),
+            )
+        )
+    return rows
+
+
+def summary_service(tp: int, version: str = "0.13.0") -> VllmService:
+    flags = load(SUMMARY)["flags"]
+    return VllmService(
+        gpu_total_bytes=round(79.18 * GiB),
+        max_model_len=16000,
+        max_num_seqs=flags["max_num_seqs"],
+        max_num_batched_tokens=flags["max_num_batched_tokens"],
+        tensor_parallel_size=tp,
+        block_size=128,
+        version=version,
+    )
+
+
+def summary_model(name: str) -> VllmModel:
+    m = load(SUMMARY)["models"][name]
+    return VllmModel(
+        n_layer=m["n_layer"],
+        n_head_kv=m["n_head_kv"],
+        head_dim_k=m["head_dim"],
+        head_dim_v=m["head_dim"],
+        hidden_size=m["hidden_size"],
+        intermediate_size=m["intermediate_size"],
+        vocab_size=m["vocab_size"],
+        weights_bytes=0,
+        moe_intermediate_size=m.get("moe_intermediate_size", 0),
+        moe_top_k=m.get("moe_top_k", 0),
+    )
+
+
+def test_activation_against_the_llm_d_h100_table() -> None:
+    """Nine rows, six models, TP 1 and 2, none of them used to set the constants:
+    the sampler's 1,024 rows of full-vocabulary logits are the peak, and the estimate
+    is within 15 % of each and above it (it must not come out low)."""
+    rows = summary_rows()
+    assert len(rows) == 9 and {tp for _, tp, _, _ in rows} == {1, 2}
+    for model, tp, logged, _ in rows:
+        estimate = activation_estimate(summary_model(model), summary_service(tp)) / GiB
+        assert logged <= estimate <= logged * 1.15, (model, tp, logged, estimate)
+
+
+def test_non_torch_is_above_the_llm_d_h100_table() -> None:
+    """Non-torch memory is planned as an upper bound: above each row (0.13-0.14 GiB on one
+    GPU, 0.54-0.55 with TP 2) in every release the January 2026 image can have been."""
+    for version in ("0.11.0", "0.13.0", "0.15.0"):
+        for _, tp, _, logged in summary_rows():
+            assert non_torch_estimate(summary_service(tp, version)) / GiB >= logged

@@ -94,6 +94,9 @@ CUDA_CONTEXT_0_6_5 = int(1.44 * GiB)
 #: search did not name, so they are not kept in tests/vllm_logs; the logs kept there
 #: that print a capture took less than this estimate (test_vllm_memory).
 CUDAGRAPH_FIXED = 128 * MiB
+#: Hidden-size tensors a token holds beyond one GPU's at the forward pass's peak when
+#: the layers are split by tensor parallelism (:func:`forward_bytes_per_token`).
+ALL_REDUCE_COPIES = 2
 CUDAGRAPH_PER_PIECE = 256 * 1024
 CUDAGRAPH_PER_PIECE_TP = 563 * 1024
 #: the first release whose default capture sizes grow with the speculative tokens
@@ -329,10 +332,16 @@ def forward_bytes_per_token(model: VllmModel, tp: int) -> int:
     hidden-size tensors (residual, normed input, down output); a MoE layer holds
     ``top_k`` copies of the expert width and of the hidden output
     (fused_moe's intermediate caches).  Llama-3-8B: 2 x (3 x 14336 + 3 x 4096).
+    With tensor parallelism, two more hidden-size tensors: the row-parallel
+    layers' partial sums are all-reduced out of place (a new tensor beside the
+    partial one).  The two TP 2 logs whose peak is the forward pass show it on
+    both ranks: Qwen2.5-14B at 32,768 tokens (2.84 GiB, 2.0 hidden rows a token
+    above the TP 1 terms) and Qwen2.5-32B at 10,000 (1.26 GiB, 2.1 rows).
     """
     width = max(model.intermediate_size, model.moe_intermediate_size * model.moe_top_k)
     moe_out = model.moe_top_k * model.hidden_size if model.moe_top_k else 0
-    return model.dtype_bytes * (3 * width // tp + 3 * model.hidden_size + moe_out)
+    reduced = ALL_REDUCE_COPIES * model.hidden_size if tp > 1 else 0
+    return model.dtype_bytes * (3 * width // tp + 3 * model.hidden_size + moe_out + reduced)
 
 
 def activation_estimate(model: VllmModel, service: VllmService) -> int:
@@ -409,9 +418,18 @@ def capture_sizes(service: VllmService) -> tuple[tuple[int, ...], tuple[int, ...
       most (vllm/config/vllm.py, decode_query_len; absent from the 0.12.0 wheel).
 
     Every size is at most ``max_num_batched_tokens``.  None with ``enforce_eager``.
+
+    The V0 engine (before 0.8.0) captures only full decode graphs, for 1, 2, 4 and
+    every 8th up to the first size that holds ``max_num_seqs`` (VllmConfig's
+    batch_size_capture_list of the 0.7.1 wheel; 256 sequences: 35 graphs).
     """
     if service.enforce_eager:
         return (), ()
+    if not service.v1:
+        most = next(
+            n for n in (1, 2, 4, *range(8, 8193, 8)) if n >= min(service.max_num_seqs, 8192)
+        )
+        return (), tuple(n for n in (1, 2, 4, *range(8, most + 1, 8)) if n <= most)
     release = version_tuple(service.version)
     q = 1 + service.spec_tokens if release >= SPEC_SCALES_CAPTURE else 1
     tokens = service.max_num_batched_tokens
@@ -434,10 +452,14 @@ def cudagraph_estimate(model: VllmModel, service: VllmService) -> int:
     """Graph capture: the largest capture's activations, a fixed part, and a part per
     graph and piece (:data:`CUDAGRAPH_FIXED`), for the sizes :func:`capture_sizes`."""
     piecewise, full = capture_sizes(service)
-    if not piecewise:
+    if not piecewise and not full:
         return 0
-    first = piecewise[-1] * forward_bytes_per_token(model, service.tensor_parallel_size)
-    per = CUDAGRAPH_PER_PIECE_TP if service.tensor_parallel_size > 1 else CUDAGRAPH_PER_PIECE
+    largest = max(piecewise + full)
+    first = largest * forward_bytes_per_token(model, service.tensor_parallel_size)
+    # V1's pieces each end in an all-reduce under TP; V0's whole-model graphs took
+    # the same at TP 2 as at TP 1 (Qwen2.5-14B on 0.7.2: 0.28 GiB each)
+    split = service.tensor_parallel_size > 1 and service.v1
+    per = CUDAGRAPH_PER_PIECE_TP if split else CUDAGRAPH_PER_PIECE
     pieces = (len(piecewise) + len(full)) * (model.n_layer + 1)
     return CUDAGRAPH_FIXED + first + pieces * per
 
