@@ -72,6 +72,11 @@ def model_of(record: dict[str, Any]) -> VllmModel:
         weights = (gib(record, "weights_gib") or 0) * record["flags"]["tensor_parallel_size"]
     else:
         weights = m["params"] * m["dtype_bytes"]
+    return shapes(m, weights)
+
+
+def shapes(m: dict[str, Any], weights: int) -> VllmModel:
+    """A model as a record's ``model:`` (or a summary's ``models:``) writes it."""
     return VllmModel(
         n_layer=m["n_layer"],
         n_head_kv=m["n_head_kv"],
@@ -81,7 +86,7 @@ def model_of(record: dict[str, Any]) -> VllmModel:
         intermediate_size=m["intermediate_size"],
         vocab_size=m["vocab_size"],
         weights_bytes=weights,
-        dtype_bytes=m["dtype_bytes"],
+        dtype_bytes=m.get("dtype_bytes", 2),
         moe_intermediate_size=m.get("moe_intermediate_size", 0),
         moe_top_k=m.get("moe_top_k", 0),
         rope_positions=m.get("rope_positions", 0),
@@ -533,19 +538,7 @@ def summary_service(tp: int, version: str = "0.13.0") -> VllmService:
 
 
 def summary_model(name: str) -> VllmModel:
-    m = load(SUMMARY)["models"][name]
-    return VllmModel(
-        n_layer=m["n_layer"],
-        n_head_kv=m["n_head_kv"],
-        head_dim_k=m["head_dim"],
-        head_dim_v=m["head_dim"],
-        hidden_size=m["hidden_size"],
-        intermediate_size=m["intermediate_size"],
-        vocab_size=m["vocab_size"],
-        weights_bytes=0,
-        moe_intermediate_size=m.get("moe_intermediate_size", 0),
-        moe_top_k=m.get("moe_top_k", 0),
-    )
+    return shapes(load(SUMMARY)["models"][name], 0)
 
 
 def test_activation_against_the_llm_d_h100_table() -> None:
