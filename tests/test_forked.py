@@ -99,3 +99,22 @@ def test_values_are_plain_data_only() -> None:
 
 def test_cores_is_at_least_one() -> None:
     assert cores() >= 1
+
+
+def test_a_fork_that_fails_leaves_its_part_to_this_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = os.fork
+    calls = []
+
+    def fork() -> int:  # the second fork finds no process slot
+        calls.append(1)
+        if len(calls) == 2:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        return real()
+
+    monkeypatch.setattr(os, "fork", fork)
+    here = os.getpid()
+    outcomes = fork_map(lambda i: (i, os.getpid()), ITEMS, 3)
+    assert [value[0] for _, value in outcomes] == ITEMS
+    assert {value[1] for _, value in outcomes[4:]} == {here}  # the third part
+    assert {value[1] for _, value in outcomes[2:4]} != {here}  # the second, forked
+    assert no_children_left()

@@ -18,7 +18,9 @@ Contract, the same as ``[func(item) for item in items]`` stopped at the first
   is read back;
 * a worker that dies, or raises anything but a ``LayoutgenError`` (a bug),
   sends nothing, and this process runs its items itself: a bug keeps its
-  traceback, and the outcome never depends on how many cores there are.
+  traceback, and the outcome never depends on how many cores there are; so
+  does a part no process could be forked for (``fork`` failing for want of
+  memory or of process slots).
 """
 
 from __future__ import annotations
@@ -48,39 +50,57 @@ def fork_map(func: Callable[[T], Any], items: Sequence[T], workers: int) -> list
     if workers == 1 or not hasattr(os, "fork"):
         return _run(func, items)
     bounds = [len(items) * k // workers for k in range(workers + 1)]
-    children: list[tuple[int, int, Sequence[T]]] = []
-    for k in range(1, workers):
-        chunk = items[bounds[k] : bounds[k + 1]]
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns into the caller
-            code = 1
-            try:
-                os.close(read)
-                data = marshal.dumps(_run(func, chunk))
-                with os.fdopen(write, "wb") as out:
-                    out.write(data)
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(write)
-        children.append((pid, read, chunk))
-    results: list[tuple[int, bytes]] = []
+    chunks = [items[bounds[k] : bounds[k + 1]] for k in range(workers)]
+    children: list[tuple[int, int] | None] = []  # None: no process to spare, done here
+    for chunk in chunks[1:]:
+        try:
+            children.append(_fork(func, chunk))
+        except OSError:
+            children.append(None)
+    results: list[tuple[int, bytes] | None] = []
     try:
-        outcomes = _run(func, items[: bounds[1]])
+        outcomes = _run(func, chunks[0])
     finally:  # every child is read and reaped, even when this part hits a bug
-        for pid, read, _ in children:
-            with os.fdopen(read, "rb") as got:
-                data = got.read()
-            results.append((os.waitpid(pid, 0)[1], data))
-    for (status, data), (_, _, chunk) in zip(results, children, strict=True):
+        for child in children:
+            results.append(None if child is None else _reap(*child))
+    for result, chunk in zip(results, chunks[1:], strict=True):
         if outcomes and not outcomes[-1][0]:  # an item failed: the rest is not needed
             break
-        if status == 0 and data:
-            outcomes.extend(marshal.loads(data))
-        else:  # the worker died or hit a bug: its part is done here
+        if result is not None and result[0] == 0 and result[1]:
+            outcomes.extend(marshal.loads(result[1]))
+        else:  # no worker, or it died or hit a bug: its part is done here
             outcomes.extend(_run(func, chunk))
     return outcomes
+
+
+def _fork(func: Callable[[T], Any], chunk: Sequence[T]) -> tuple[int, int]:
+    """A child that runs ``chunk`` and writes its outcomes to a pipe: (pid, read end)."""
+    read, write = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read)
+        os.close(write)
+        raise
+    if pid == 0:  # the child: never returns into the caller
+        code = 1
+        try:
+            os.close(read)
+            data = marshal.dumps(_run(func, chunk))
+            with os.fdopen(write, "wb") as out:
+                out.write(data)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    return pid, read
+
+
+def _reap(pid: int, read: int) -> tuple[int, bytes]:
+    """What the child wrote, and its exit status once it has gone."""
+    with os.fdopen(read, "rb") as got:
+        data = got.read()
+    return os.waitpid(pid, 0)[1], data
 
 
 def _run(func: Callable[[T], Any], items: Sequence[T]) -> list[Outcome]:
