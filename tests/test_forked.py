@@ -118,3 +118,12 @@ def test_a_fork_that_fails_leaves_its_part_to_this_process(monkeypatch: pytest.M
     assert {value[1] for _, value in outcomes[4:]} == {here}  # the third part
     assert {value[1] for _, value in outcomes[2:4]} != {here}  # the second, forked
     assert no_children_left()
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_meanwhile_runs_once_here_and_changes_no_outcome(workers: int) -> None:
+    here = os.getpid()
+    ran: list[int] = []
+    outcomes = fork_map(lambda i: i, ITEMS, workers, meanwhile=lambda: ran.append(os.getpid()))
+    assert ran == [here]
+    assert outcomes == [(True, i) for i in ITEMS]

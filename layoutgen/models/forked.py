@@ -44,11 +44,22 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def fork_map(func: Callable[[T], Any], items: Sequence[T], workers: int) -> list[Outcome]:
-    """``func`` over ``items`` in up to ``workers`` processes (this one included)."""
+def fork_map(
+    func: Callable[[T], Any],
+    items: Sequence[T],
+    workers: int,
+    meanwhile: Callable[[], object] | None = None,
+) -> list[Outcome]:
+    """``func`` over ``items`` in up to ``workers`` processes (this one included).
+
+    ``meanwhile``: work this process needs later anyway, done after its own part
+    while the workers finish theirs (run once, forked or not)."""
     workers = max(1, min(workers, len(items)))
     if workers == 1 or not hasattr(os, "fork"):
-        return _run(func, items)
+        outcomes = _run(func, items)
+        if meanwhile is not None:
+            meanwhile()
+        return outcomes
     bounds = [len(items) * k // workers for k in range(workers + 1)]
     chunks = [items[bounds[k] : bounds[k + 1]] for k in range(workers)]
     children: list[tuple[int, int] | None] = []  # None: no process to spare, done here
@@ -60,6 +71,8 @@ def fork_map(func: Callable[[T], Any], items: Sequence[T], workers: int) -> list
     results: list[tuple[int, bytes] | None] = []
     try:
         outcomes = _run(func, chunks[0])
+        if meanwhile is not None:
+            meanwhile()
     finally:  # every child is read and reaped, even when this part hits a bug
         for child in children:
             results.append(None if child is None else _reap(*child))

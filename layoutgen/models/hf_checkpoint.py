@@ -136,7 +136,9 @@ def _inspect(root: Path, jobs: int | None) -> Profile:
     unlisted: dict[str, str] = {}  # tensors in a shard the index does not name: -> shard
     count = 0
     sizes = []
-    for file, (ok, got) in zip(files, forked.fork_map(read, files, jobs), strict=False):
+    # pydantic builds HParams' validator on first use (~30 ms): built while workers read
+    outcomes = forked.fork_map(read, files, jobs, meanwhile=_hparams_validator)
+    for file, (ok, got) in zip(files, outcomes, strict=False):
         if not ok:
             raise SafetensorsError(got)
         size, odd, absent, shard_groups, shard_singles, shard_deepest, shard_count, late = got
@@ -373,6 +375,10 @@ def _hparams(root: Path, known: ConfigFacts, deepest: tuple[int, str], mtp: int 
         first = exc.errors()[0]
         at = ".".join(str(p) for p in first["loc"])
         raise SafetensorsError(f"{where}: hyperparameter {at}: {first['msg']}") from None
+
+
+def _hparams_validator() -> None:
+    HParams.model_validate({"n_layer": 1})
 
 
 def _name(root: Path) -> str:
