@@ -72,26 +72,20 @@ def flip(rng: random.Random, d: Path) -> str:
     return f"flip bytes in {path.name}"
 
 
-def cut(rng: random.Random, d: Path) -> str:
+def splice(rng: random.Random, d: Path) -> str:
+    """Header bytes cut out, or repeated; the length field kept honest half the time
+    (so that the JSON is what breaks), else left as it was."""
     path = shard(rng, d)
     length, head, data = header_bytes(path)
     at = rng.randrange(len(head))
-    span = rng.randint(1, 40)
-    new = head[:at] + head[at + span :]
-    if rng.random() < 0.5:  # keep the length field honest, so the JSON is what breaks
+    span = rng.randint(1, 80)
+    repeated = rng.random() < 0.5
+    piece = head[at : at + span] * 2 if repeated else b""
+    new = head[:at] + piece + head[at + span :]
+    if rng.random() < 0.5:
         length = len(new)
     path.write_bytes(struct.pack("<Q", length) + new + data)
-    return f"cut {span} header bytes at {at} in {path.name}"
-
-
-def repeat(rng: random.Random, d: Path) -> str:
-    path = shard(rng, d)
-    _, head, data = header_bytes(path)
-    at = rng.randrange(len(head))
-    span = rng.randint(1, 80)
-    new = head[:at] + head[at : at + span] * 2 + head[at + span :]
-    path.write_bytes(struct.pack("<Q", len(new)) + new + data)
-    return f"repeat {span} header bytes at {at} in {path.name}"
+    return f"{'repeat' if repeated else 'cut'} {span} header bytes at {at} in {path.name}"
 
 
 def length_field(rng: random.Random, d: Path) -> str:
@@ -183,17 +177,7 @@ def config(rng: random.Random, d: Path) -> str:
     return f"config: {key} = {doc[key]!r}"
 
 
-MUTATIONS: tuple[Mutation, ...] = (
-    flip,
-    cut,
-    repeat,
-    length_field,
-    size,
-    number,
-    word,
-    index,
-    config,
-)
+MUTATIONS: tuple[Mutation, ...] = (flip, splice, length_field, size, number, word, index, config)
 
 
 def outcome(d: Path, jobs: int) -> str:
