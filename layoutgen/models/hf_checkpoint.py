@@ -102,9 +102,9 @@ PARALLEL_FROM = 4096
 #: before it reads its own part, and ten shards gain little past a few cores.
 MOST_JOBS = 8
 #: What one shard gives: file size, names the index does not list in it (header
-#: order), the first tensor the index lists in it that it lacks, layer groups,
-#: other tensors, the deepest layer and its tensor, its tensor count, and an
-#: error found after the index checks.  Plain data, so that a worker can send it.
+#: order), its own first error (a tensor the index lists there but it lacks, else
+#: a name profiles keep for layers), layer groups, other tensors, the deepest layer
+#: and its tensor, and its tensor count.  Plain data, so that a worker can send it.
 _Shard = tuple[
     int,
     tuple[str, ...],
@@ -113,7 +113,6 @@ _Shard = tuple[
     list[tuple[str, TensorKind]],
     tuple[int, str],
     int,
-    str | None,
 ]
 
 
@@ -141,16 +140,12 @@ def _inspect(root: Path, jobs: int | None) -> Profile:
     for file, (ok, got) in zip(files, outcomes, strict=False):
         if not ok:
             raise SafetensorsError(got)
-        size, odd, absent, shard_groups, shard_singles, shard_deepest, shard_count, late = got
+        size, odd, error, shard_groups, shard_singles, shard_deepest, shard_count = got
         sizes.append(ModelFile(file, size))
-        for name in odd:
+        for name in odd:  # checked against the shards before: in shard order
             _unlisted(root, file, name, weight_map or {}, unlisted)
-        if absent is not None:
-            raise SafetensorsError(
-                f"{root / file}: tensor {absent!a} is listed in {INDEX} but not in this file"
-            )
-        if late is not None:
-            raise SafetensorsError(late)
+        if error is not None:
+            raise SafetensorsError(error)
         for key, layers in shard_groups.items():
             known_layers = groups.get(key)
             if known_layers is None:
@@ -197,7 +192,7 @@ def _shard(
     _inside(root / file, shown, allowed)
     header = read_header(root / file, shown)
     odd: tuple[str, ...] = ()
-    absent = None
+    error = None
     if weight_map is not None:  # else a single file: JSON names are unique
         # the index's file for each tensor here, in C-level passes (names in a
         # header are unique: ``here`` counts this file's listed tensors present)
@@ -205,18 +200,17 @@ def _shard(
         here = list(map(weight_map.get, names)).count(file)
         if here != len(names):  # the slow way, for the message
             odd = tuple(name for name in names if weight_map.get(name) != file)
-        if here != listed:
-            absent = _absent(file, weight_map, set(names))
+        if here != listed and (absent := _absent(file, weight_map, set(names))):
+            error = f"{shown}: tensor {absent!a} is listed in {INDEX} but not in this file"
     groups: dict[_Key, list[int]] = {}
     singles: list[tuple[str, TensorKind]] = []
     deepest = (-1, "")
-    late = None
     match = _LAYER.match
     for name, kind in header.tensors:
         m = match(name)
         if m is None:
-            if name.startswith("blk.") and late is None:
-                late = (
+            if name.startswith("blk.") and error is None:
+                error = (
                     f"{shown}: tensor {name!r} starts with 'blk.', which profiles keep "
                     "for the decoder's layers"
                 )
@@ -232,7 +226,7 @@ def _shard(
             layers.append(layer)
         if layer > deepest[0]:
             deepest = (layer, name)
-    return (header.file_size, odd, absent, groups, singles, deepest, len(header.tensors), late)
+    return (header.file_size, odd, error, groups, singles, deepest, len(header.tensors))
 
 
 def _allowed(root: Path) -> tuple[Path, ...]:

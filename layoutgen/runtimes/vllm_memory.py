@@ -55,6 +55,9 @@ KV_DTYPE_BYTES: dict[str, int] = {
 SAMPLER_BYTES_PER_LOGIT = 41
 #: Headroom on the activation estimate: it must come out high, not low.
 ACTIVATION_MARGIN = 1.05
+#: Hidden-size tensors a token holds beyond one GPU's at the forward pass's peak when
+#: the layers are split by tensor parallelism (:func:`forward_bytes_per_token`).
+ALL_REDUCE_COPIES = 2
 #: Non-torch memory one worker adds after vLLM's baseline (cuBLAS/attention
 #: workspaces): the larger of 0.16 GiB (PR 12126) and 0.35 GiB (issue 10517).
 NON_TORCH_BASE = int(0.35 * GiB)
@@ -94,9 +97,6 @@ CUDA_CONTEXT_0_6_5 = int(1.44 * GiB)
 #: search did not name, so they are not kept in tests/vllm_logs; the logs kept there
 #: that print a capture took less than this estimate (test_vllm_memory).
 CUDAGRAPH_FIXED = 128 * MiB
-#: Hidden-size tensors a token holds beyond one GPU's at the forward pass's peak when
-#: the layers are split by tensor parallelism (:func:`forward_bytes_per_token`).
-ALL_REDUCE_COPIES = 2
 CUDAGRAPH_PER_PIECE = 256 * 1024
 CUDAGRAPH_PER_PIECE_TP = 563 * 1024
 #: the first release whose default capture sizes grow with the speculative tokens
@@ -426,10 +426,9 @@ def capture_sizes(service: VllmService) -> tuple[tuple[int, ...], tuple[int, ...
     if service.enforce_eager:
         return (), ()
     if not service.v1:
-        most = next(
-            n for n in (1, 2, 4, *range(8, 8193, 8)) if n >= min(service.max_num_seqs, 8192)
-        )
-        return (), tuple(n for n in (1, 2, 4, *range(8, most + 1, 8)) if n <= most)
+        possible = (1, 2, 4, *range(8, 8193, 8))
+        most = next(n for n in possible if n >= min(service.max_num_seqs, possible[-1]))
+        return (), tuple(n for n in possible if n <= most)
     release = version_tuple(service.version)
     q = 1 + service.spec_tokens if release >= SPEC_SCALES_CAPTURE else 1
     tokens = service.max_num_batched_tokens
