@@ -83,10 +83,21 @@ def load(text: str) -> Any:
     return YAML(typ="safe").load(text)
 
 
+#: data files whose command holds a shell expansion: where import refuses it
+EXPANDS = {
+    "pr616-kimik2-arith-subst.sh": '16:15: error: "$(grep ',
+    "seed001-glm51-2gpu-ot-args-loop.podman": "23:13: error: '$OT_ARGS' holds the shell",
+    "seed003-glm51-64k-launch.podman": "12:1: error: '$OT_ARGS' holds the shell",
+}
+
+
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_real_command_lines(path: Path) -> None:
     text = path.read_text()
     assert text.startswith("# source: ")
+    if path.name in EXPANDS:
+        assert f"{path.name}:{EXPANDS[path.name]}" in error_of(text, path.name)
+        return
     imported = to_spec(read_command(text, path.name))
     doc = load(imported.yaml)
     (name,) = doc["services"]
@@ -340,21 +351,10 @@ def test_a_megabyte_line_is_answered_quickly() -> None:
     assert time.monotonic() - start < 10
 
 
-def test_expansions_are_kept_and_said() -> None:
-    text = 'M=/m/a.gguf\nN=$(nproc)\nllama-server -m "$M" -t $N -c $((1024*32)) --alias "$HOME"'
+def test_known_expansions_are_evaluated() -> None:
+    text = 'M=/m/a.gguf\nN=$(nproc)\nllama-server -m "$M" -c $((1024*32)) --alias "${M}"'
     cmd = read_command(text)
-    assert [w.text for w in cmd.args] == [
-        "-m",
-        "/m/a.gguf",
-        "-t",
-        "$N",
-        "-c",
-        "32768",
-        "--alias",
-        "$HOME",
-    ]
-    messages = [w.message for w in cmd.warnings]
-    assert "'$N': shell expansion '$N' not evaluated: kept as written" in messages
+    assert [w.text for w in cmd.args] == ["-m", "/m/a.gguf", "-c", "32768", "--alias", "/m/a.gguf"]
 
 
 def test_cli_import_writes_yaml_and_locates_errors(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from pathlib import PurePath
 from typing import Literal
 
 from layoutgen.errors import Diagnostic, InvalidInput, Severity, printable
+from layoutgen.spec.expansions import WHAT_RUNS, describe
 from layoutgen.spec.literals import clip
 
 
@@ -69,6 +70,9 @@ class Word:
     notes: tuple[str, ...] = ()
     #: written as NAME=value with an unquoted name (a shell variable assignment)
     assigns: bool = False
+    #: shell expansions left as written ($NAME, ${...}, $(...), backticks): the shell
+    #: would have replaced them, so the text is not what the program received
+    unexpanded: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -210,6 +214,7 @@ class _Lexer:
             return Word(placeholder.group(), line, col), placeholder.end()
         parts: list[str] = []
         notes: list[str] = []
+        raws: list[str] = []
         if windows:
             notes.append("backslashes kept: a Windows path, which sh would have unescaped")
         while i < stop and text[i] not in ends:
@@ -221,7 +226,7 @@ class _Lexer:
                 parts.append(text[i + 1 : close])
                 i = close + 1
             elif c == '"':
-                i = self._double(i, stop, parts, notes)
+                i = self._double(i, stop, parts, notes, raws)
             elif c == "\\":
                 if i + 1 >= stop:
                     i += 1
@@ -234,15 +239,17 @@ class _Lexer:
                     parts.append(text[i + 1])
                     i += 2
             elif c == "$" or c == "`":
-                i = self._expansion(i, stop, parts, notes)
+                i = self._expansion(i, stop, parts, notes, raws)
             else:
                 parts.append(c)
                 i += 1
         line, col = self.where(start)
         assigns = bool(_ASSIGN.match(text, start))
-        return Word("".join(parts), line, col, tuple(notes), assigns), i
+        return Word("".join(parts), line, col, tuple(notes), assigns, tuple(raws)), i
 
-    def _double(self, i: int, stop: int, parts: list[str], notes: list[str]) -> int:
+    def _double(
+        self, i: int, stop: int, parts: list[str], notes: list[str], raws: list[str]
+    ) -> int:
         text, open_at = self.text, i
         i += 1
         while i < stop:
@@ -254,13 +261,15 @@ class _Lexer:
                     parts.append(text[i + 1])
                 i += 2
             elif c == "$" or c == "`":
-                i = self._expansion(i, stop, parts, notes)
+                i = self._expansion(i, stop, parts, notes, raws)
             else:
                 parts.append(c)
                 i += 1
         raise self.fail(open_at, 'unbalanced quote: this " is never closed; close it')
 
-    def _expansion(self, i: int, stop: int, parts: list[str], notes: list[str]) -> int:
+    def _expansion(
+        self, i: int, stop: int, parts: list[str], notes: list[str], raws: list[str]
+    ) -> int:
         text = self.text
         if text[i] == "`":
             end = self._closing(i + 1, stop, "`", i)
@@ -292,6 +301,7 @@ class _Lexer:
                 return end
         raw = text[i:end]
         parts.append(raw)
+        raws.append(raw)
         notes.append(f"shell expansion {clip(raw)} not evaluated: kept as written")
         return end
 
@@ -516,10 +526,40 @@ def _from_words(
             prefix=tuple(prefix),
         )
     _check_words(source, cmd.args)
+    check_expanded(cmd)
     warnings += _note_warnings(
         source, [*cmd.args, *([cmd.program_word] if cmd.program_word else [])]
     )
     return replace(cmd, warnings=(*cmd.warnings, *warnings))
+
+
+def carried(cmd: Command) -> list[Word]:
+    """The words whose text reaches the spec: the program, its arguments, the image,
+    and the podman options layoutgen maps (volumes, devices, ports)."""
+    words = [*cmd.args, *(w for w in (cmd.program_word, cmd.image) if w is not None)]
+    words += [v.word for v in cmd.volumes] + [p.word for p in cmd.ports] + list(cmd.devices)
+    return words
+
+
+def check_expanded(cmd: Command) -> None:
+    """Refuse a word that still holds a shell expansion: what the program received is
+    not in the text (``$OT_ARGS`` may stand for 66 arguments), so importing the
+    text as written would plan something other than what ran."""
+    errors = [
+        Diagnostic(
+            cmd.source,
+            w.line,
+            w.col,
+            Severity.ERROR,
+            f"{clip(w.text)} holds the shell {describe(w.unexpanded[0])}, which import "
+            "cannot evaluate from text (the shell replaces it before the program starts, "
+            f"possibly by several arguments); import what really runs: {WHAT_RUNS}",
+        )
+        for w in carried(cmd)
+        if w.unexpanded
+    ]
+    if errors:
+        raise UnreadableCommand(errors)
 
 
 def _before_engine(words: list[Word], run: int) -> list[Word]:
@@ -814,18 +854,59 @@ def _unit(text: str, source: str, kind: SourceKind) -> Command:
         words_, i, container_, extra = _find([found], source)
         cmd = _from_words(words_, i, container_, source, kind)
         warnings += [_warn(source, found[0], m) for m in extra]
-    specifiers = [
-        _warn(
-            source,
-            w,
-            f"{clip(w.text)}: systemd specifier {m.group()} left as written "
-            "(systemd expands it when the unit runs)",
-        )
-        for w in (*cmd.args, *([cmd.image] if cmd.image else []))
-        for m in re.finditer(r"%[A-Za-z%]", w.text)
-    ]
+    cmd, specifiers = _specifiers(cmd, source, kind)
     env_all = (*env_words, *cmd.env)
     return replace(cmd, env=env_all, warnings=(*cmd.warnings, *warnings, *specifiers))
+
+
+def _specifiers(cmd: Command, source: str, kind: SourceKind) -> tuple[Command, list[Diagnostic]]:
+    """Expand the specifiers the unit's file name decides (%n %N %p %i %%), as systemd
+    would; any other (%h, %t, %H, ...) depends on the host: an error."""
+    name = PurePath(source).name
+    if kind == "quadlet":
+        name = PurePath(name).stem + ".service"
+    stem = PurePath(name).stem
+    prefix, at, instance = stem.partition("@")
+    known = {"n": name, "N": stem, "p": prefix, "i": instance if at else "", "%": "%"}
+    notes: list[Diagnostic] = []
+    errors: list[Diagnostic] = []
+
+    def expand(w: Word) -> Word:
+        if "%" not in w.text:
+            return w
+
+        def one(m: re.Match[str]) -> str:
+            letter = m.group(1)
+            if letter in known:
+                if letter != "%":
+                    notes.append(
+                        _warn(
+                            source,
+                            w,
+                            f"{clip(w.text)}: systemd specifier %{letter} expanded to "
+                            f"{clip(known[letter])}, from the unit's file name",
+                        )
+                    )
+                return known[letter]
+            errors.append(
+                Diagnostic(
+                    source,
+                    w.line,
+                    w.col,
+                    Severity.ERROR,
+                    f"{clip(w.text)} holds the systemd specifier %{letter}, which depends on "
+                    f"the host systemd runs it on; import what really runs: {WHAT_RUNS}",
+                )
+            )
+            return m.group()
+
+        return replace(w, text=re.sub(r"%([A-Za-z%])", one, w.text))
+
+    args = tuple(expand(w) for w in cmd.args)
+    image = expand(cmd.image) if cmd.image is not None else None
+    if errors:
+        raise UnreadableCommand(errors)
+    return replace(cmd, args=args, image=image), notes
 
 
 # ------------------------------------------------------------------- entry
