@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from layoutgen.render import outdir, swap
+from layoutgen.render import nofollow, outdir, swap
 from layoutgen.render.outdir import MANIFEST, OwnershipError, apply, check, write
 
 from conftest import run_cli
@@ -281,10 +281,9 @@ def test_the_journal_swap_gives_the_same_trees(
 
 def test_a_host_directory_that_is_a_link_is_refused(tmp_path: Path) -> None:
     (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "x").write_text("outside\n")
     (tmp_path / "h").symlink_to("real")
-    with pytest.raises(swap.SwapError) as exc:
+    with pytest.raises(nofollow.LinkRefused) as exc:
         apply(tmp_path, {"a.yaml": {"h/x": "x\n"}})
-    assert str(exc.value) == (
-        f"{tmp_path}/h: not a directory; layoutgen replaces out/<host> whole, so it must be a "
-        "real directory: move it away (or point --out at the directory it links to)"
-    )
+    assert str(exc.value).startswith(f"{tmp_path}/h: a symbolic link where layoutgen keeps")
+    assert (tmp_path / "real" / "x").read_text() == "outside\n"

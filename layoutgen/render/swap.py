@@ -47,6 +47,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from layoutgen.errors import LayoutgenError
+from layoutgen.render import nofollow
 
 LOCK = ".layoutgen.lock"
 _STAGE = re.compile(r"^\.(?P<host>.+)\.layoutgen-(?P<kind>new|old)-[0-9a-f]{8}$")
@@ -77,13 +78,14 @@ def locked(root: Path, what: str, timeout: float, *, shared: bool = False) -> It
     while True:
         try:
             flags = os.O_RDONLY if shared else os.O_RDWR | os.O_CREAT
-            fd = os.open(path, flags | os.O_CLOEXEC, 0o644)
+            fd = nofollow.open_under(root, LOCK, flags | os.O_NONBLOCK, 0o644)
         except FileNotFoundError:
             if not shared:
                 raise
             yield None
             return
         try:
+            _own_file(fd, path)
             fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
@@ -91,6 +93,9 @@ def locked(root: Path, what: str, timeout: float, *, shared: bool = False) -> It
                 raise LockBusy(_busy(path, root, timeout)) from None
             time.sleep(_POLL_S)
             continue
+        except BaseException:
+            os.close(fd)
+            raise
         if _same_file(fd, path):
             break
         os.close(fd)  # its holder unlinked it as it let go: lock the new one
@@ -113,9 +118,22 @@ def locked(root: Path, what: str, timeout: float, *, shared: bool = False) -> It
         os.close(fd)
 
 
+def _own_file(fd: int, path: Path) -> None:
+    """The lock is layoutgen's own file: regular, with no other name (a hard link
+    would make its truncation and writes another file's)."""
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        raise nofollow.NotRegular(path)
+    if info.st_nlink > 1:
+        raise SwapError(
+            f"{path}: has {info.st_nlink} names (hard links); layoutgen's lock is its own "
+            "file, truncated and written on every render: remove it and run again"
+        )
+
+
 def _same_file(fd: int, path: Path) -> bool:
     try:
-        st = path.stat()
+        st = os.stat(path, follow_symlinks=False)
     except FileNotFoundError:
         return False
     mine = os.fstat(fd)
@@ -124,8 +142,9 @@ def _same_file(fd: int, path: Path) -> bool:
 
 def _busy(path: Path, root: Path, timeout: float) -> str:
     try:
-        holder = path.read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:
+        raw = nofollow.read_under(root, LOCK, 4096) or b""
+        holder = raw.decode("utf-8", errors="replace").strip()
+    except (OSError, LayoutgenError):
         holder = ""
     who = f" ({holder})" if holder else ""
     return (
@@ -302,15 +321,20 @@ def _finish(root: Path, host: str, journal: Path) -> None:
     """Put back ``root/host`` if a swap was killed between its two renames."""
     target = root / host
     if not os.path.lexists(target):
-        names = dict(
-            line.split(" ", 1) for line in journal.read_text("utf-8").splitlines() if " " in line
-        )
+        raw = nofollow.read_under(root, journal.name, 4096) or b""
+        text = raw.decode("utf-8", "replace")
+        names = dict(line.split(" ", 1) for line in text.splitlines() if " " in line)
         # the new tree first: the journal is written only once it is complete
         for kind in ("new", "old"):
             name = names.get(kind, "")
             m = _STAGE.match(name)
-            if m and m["host"] == host and m["kind"] == kind and (root / name).is_dir():
-                os.rename(root / name, target)
+            stage = root / name
+            if m and m["host"] == host and m["kind"] == kind and _real_dir(stage):
+                os.rename(stage, target)
                 fsync_dir(root)
                 break
     journal.unlink()
+
+
+def _real_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
