@@ -44,6 +44,24 @@ class DiffFormat(enum.StrEnum):
     json = "json"
 
 
+#: issue 31: a pull request's links must not make CI read or write outside the repository
+AllowOutside = Annotated[
+    bool,
+    typer.Option(
+        "--allow-outside",
+        help="read specs, profiles and heat files (and write --out) even where they resolve "
+        "outside the repository (a symbolic link, a ../ path); never in CI on pull requests",
+    ),
+]
+
+
+def _allow_outside(on: bool) -> None:
+    if on:
+        from layoutgen.spec import source
+
+        source.allow_outside()
+
+
 @app.command()
 def validate(
     specs: Annotated[
@@ -55,8 +73,10 @@ def validate(
     explain: Annotated[
         bool, typer.Option("--explain", help="show each service's settings and their origin")
     ] = False,
+    allow_outside: AllowOutside = False,
 ) -> None:
     """Check specs: schema, references, consistency. Exit 0 valid, 1 invalid."""
+    _allow_outside(allow_outside)
     from layoutgen.errors import Severity
     from layoutgen.spec.roles import explain as explain_service
     from layoutgen.spec.validate import validate_files
@@ -144,8 +164,10 @@ def inspect(
 def plan(
     spec: Annotated[Path, typer.Argument(help="a spec file", metavar="SPEC")],
     as_json: Annotated[bool, typer.Option("--json", help="print the plan JSON (schema 1)")] = False,
+    allow_outside: AllowOutside = False,
 ) -> None:
     """Show the budget: per device and service, weights/KV/compute/overhead, expert layers."""
+    _allow_outside(allow_outside)
     from layoutgen.solve.plan import to_json, to_text
     from layoutgen.spec.validate import validate_files
 
@@ -191,6 +213,7 @@ def render(
             help="on the target host: refuse a spec whose GPUs are not this host's (NVML)",
         ),
     ] = False,
+    allow_outside: AllowOutside = False,
 ) -> None:
     """Render podman scripts, quadlet and systemd units, layout.md and plan.json per host.
 
@@ -202,6 +225,8 @@ def render(
     from layoutgen.render.artifacts import render as render_files
     from layoutgen.spec.hostcheck import name_per_spec
     from layoutgen.spec.validate import validate_files
+
+    _allow_outside(allow_outside)
 
     if not specs and not forget:
         specs = sorted(Path("layouts").glob("*.yaml"))
@@ -305,7 +330,12 @@ def _write_out(
     """render's output half: write out/ (or compare it, for --check); the exit code."""
     from layoutgen.errors import LayoutgenError
     from layoutgen.render import outdir
+    from layoutgen.spec import source
 
+    why = source.outside(out, source.boundary(out), str(out), "writes its output")
+    if why is not None:
+        print(f"error: {why}", file=sys.stderr)
+        return 1
     try:
         if check:
             outcome = outdir.check(out, rendered, forget=forget, lock_timeout=lock_timeout)
@@ -358,8 +388,10 @@ def diff(
     fmt: Annotated[
         DiffFormat, typer.Option("--format", help="text: summary and diffs; json: the summary")
     ] = DiffFormat.text,
+    allow_outside: AllowOutside = False,
 ) -> None:
     """Compare two versions of a layout: semantic summary, then file diffs. Exit 2 if changed."""
+    _allow_outside(allow_outside)
     import json
 
     from layoutgen.errors import InvalidInput, LayoutgenError
@@ -419,9 +451,11 @@ def calibrate(
             help="write the sizes even if the log shows another model, runtime or GPUs",
         ),
     ] = False,
+    allow_outside: AllowOutside = False,
 ) -> None:
     """Write the buffer sizes a start-up log printed into the spec's 'measured' block,
     and fit host.efficiency to the decode speeds a timing log printed."""
+    _allow_outside(allow_outside)
     from layoutgen.calibrate import command as cal
     from layoutgen.calibrate import speed
     from layoutgen.errors import InvalidInput, LayoutgenError
@@ -516,11 +550,18 @@ def import_(
 ) -> None:
     """Write the spec service that reproduces a working command line (YAML on stdout)."""
     from layoutgen.errors import LayoutgenError
-    from layoutgen.importer import import_text
+    from layoutgen.importer import SpecGpu, import_text, spec_gpus
 
-    ids: list[str] | None = None
+    gpus: list[SpecGpu] | None = None
     if spec is not None:
-        ids = _gpu_ids(spec)
+        try:
+            gpus = spec_gpus(spec)
+        except LayoutgenError as exc:
+            for diag in getattr(exc, "diagnostics", []) or []:
+                print(diag.github() if fmt is Format.github else diag.gcc(), file=sys.stderr)
+            if not getattr(exc, "diagnostics", None):
+                print(f"error: {exc}", file=sys.stderr)
+            raise typer.Exit(1) from None
     label = "<stdin>" if source == "-" else source
     try:
         if source == "-":
@@ -543,7 +584,7 @@ def import_(
         print(f"error: {label}: not UTF-8 (byte {exc.start})", file=sys.stderr)
         raise typer.Exit(1) from None
     try:
-        imported = import_text(text, label, gpu_ids=ids, name=name)
+        imported = import_text(text, label, gpus=gpus, name=name)
     except LayoutgenError as exc:
         for diag in getattr(exc, "diagnostics", []) or []:
             print(diag.github() if fmt is Format.github else diag.gcc(), file=sys.stderr)
@@ -553,19 +594,6 @@ def import_(
     for diag in imported.warnings:
         print(diag.github() if fmt is Format.github else diag.gcc(), file=sys.stderr)
     sys.stdout.write(imported.yaml)
-
-
-def _gpu_ids(spec: Path) -> list[str]:
-    """The spec's local GPU ids in CUDA order (NVML index), for ``import --spec``."""
-    from layoutgen.spec.validate import validate_files
-
-    (result,) = validate_files([(spec, str(spec))])
-    if result.validated is None:
-        for diag in result.diagnostics:
-            print(diag.gcc(), file=sys.stderr)
-        raise typer.Exit(1)
-    gpus = [g for g in result.validated.spec.host.gpus if g.rpc is None]
-    return [g.id for g in sorted(gpus, key=lambda g: g.index or 0)]
 
 
 @app.command()
@@ -635,10 +663,12 @@ def doctor(
     out: Annotated[
         Path, typer.Option("-o", "--out", help="the output root render wrote (for stale units)")
     ] = Path("out"),
+    allow_outside: AllowOutside = False,
 ) -> None:
     """Compare a spec and its plan with this host: GPUs (NVML), foreign VRAM users, running
     services' VRAM, RAM and memlock, ports, model files, installed units, podman.
     Exit 0 healthy, 1 findings (or an invalid spec), 2 usage."""
+    _allow_outside(allow_outside)
     from layoutgen.errors import LayoutgenError
     from layoutgen.live import doctor as live_doctor
     from layoutgen.live import findings as live_findings

@@ -87,27 +87,33 @@ def test_a_unit_expands_the_specifiers_its_file_name_decides() -> None:
 
 
 def _spec_with_args(tmp: Path, *args: str) -> str:
+    """validate's diagnostics for the test spec with these args, each item's line
+    written as ``@N`` (item N's line) so the expectations do not move with the spec."""
     items = "".join(f"\n      - {a!r}" for a in args)
     text = VALID.replace("    threads: 15\n", f"    threads: 15\n    args:{items}\n", 1)
+    first = text.splitlines().index(f"      - {args[0]!r}") + 1
     path = write(tmp, text)
     (result,) = validate_files([(path, "spec.yaml")])
-    return "\n".join(d.gcc() for d in result.diagnostics)
+    out = "\n".join(d.gcc() for d in result.diagnostics)
+    for n in range(len(args)):
+        out = out.replace(f"spec.yaml:{first + n}:", f"spec.yaml:@{n}:")
+    return out
 
 
 def test_validate_refuses_expansions_in_args_located(tmp_path: Path) -> None:
     out = _spec_with_args(tmp_path, "--jinja", "$OT_ARGS", "--alias", "$(hostname)", "-a", "%h")
     assert (
-        "spec.yaml:28:9: error: services.grandpa.args[1]: '$OT_ARGS' holds the shell "
+        "spec.yaml:@1:9: error: services.grandpa.args[1]: '$OT_ARGS' holds the shell "
         "variable '$OT_ARGS'; layoutgen passes every args item to the server as written, so "
         "it would receive '$OT_ARGS' itself: write the arguments it stands for (tensor "
         f"placement goes in tensor_overrides:), or {WAYS}"
     ) in out.splitlines()
     assert (
-        "spec.yaml:30:9: error: services.grandpa.args[3]: '$(hostname)' holds the shell "
+        "spec.yaml:@3:9: error: services.grandpa.args[3]: '$(hostname)' holds the shell "
         "command substitution '$(hostname)'" in out
     )
     assert (
-        "spec.yaml:32:9: error: services.grandpa.args[5]: '%h' holds the systemd specifier "
+        "spec.yaml:@5:9: error: services.grandpa.args[5]: '%h' holds the systemd specifier "
         "%h; layoutgen writes args so that systemd expands nothing, so the server would "
         "receive %h itself: write the value it stands for"
     ) in out.splitlines()

@@ -10,16 +10,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from layoutgen.importer.cmdline import Command, UnreadableCommand, Word, read_command
+from layoutgen.importer.devices import SpecGpu, spec_gpus
 from layoutgen.importer.tospec import Imported, parse_args, to_spec
 
 __all__ = [
     "Command",
     "Imported",
+    "SpecGpu",
     "UnreadableCommand",
     "Word",
     "import_text",
     "parse_args",
     "read_command",
+    "spec_gpus",
     "to_spec",
 ]
 
@@ -30,6 +33,10 @@ def import_text(
     *,
     gpu_ids: Sequence[str] | None = None,
     name: str | None = None,
+    gpus: Sequence[SpecGpu] | None = None,
 ) -> Imported:
-    """The spec fragment for the command in ``text``; raises a LayoutgenError with its location."""
-    return to_spec(read_command(text, source), gpu_ids=gpu_ids, name=name)
+    """The spec fragment for the command in ``text``; raises a LayoutgenError with its location.
+
+    ``gpus``: the spec's host GPUs, so that CDI devices and CUDA_VISIBLE_DEVICES
+    entries (by index or UUID) become the spec's GPU ids."""
+    return to_spec(read_command(text, source), gpu_ids=gpu_ids, name=name, gpus=gpus)

@@ -30,6 +30,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from layoutgen.errors import Diagnostic, Severity
 from layoutgen.importer.cmdline import Command, UnreadableCommand, Word
+from layoutgen.importer.devices import SpecGpu, select
 from layoutgen.spec.literals import MAX_TEXT, clip
 from layoutgen.spec.schema import CAPABILITIES, MAX_LAYER, KVType, Service
 
@@ -433,7 +434,11 @@ def _main_gpu(last: dict[str, Arg], ids: list[str], out: _Out) -> list[str]:
 
 
 def to_spec(
-    command: Command, *, gpu_ids: Sequence[str] | None = None, name: str | None = None
+    command: Command,
+    *,
+    gpu_ids: Sequence[str] | None = None,
+    name: str | None = None,
+    gpus: Sequence[SpecGpu] | None = None,
 ) -> Imported:
     """The ``models``/``runtimes``/``services`` YAML that reproduces ``command``.
 
@@ -453,7 +458,9 @@ def to_spec(
             last[a.meaning] = a
     ik = _is_ik(command, args)
     ngl = _int(last["ngl"], out, "gpu_layers") if "ngl" in last else None
-    ids = _gpu_ids(command, args, last, ngl, gpu_ids, out)
+    if gpus is None and gpu_ids is not None:
+        gpus = [SpecGpu(g, i) for i, g in enumerate(gpu_ids)]
+    ids = _gpu_ids(command, args, last, ngl, gpus, out)
 
     model_id, model = _model(command, last.get("model"), out)
     runtime_id, runtime = _runtime(command, ik, out)
@@ -716,23 +723,16 @@ def _gpu_ids(
     args: tuple[Arg, ...],
     last: dict[str, Arg],
     ngl: int | None,
-    given: Sequence[str] | None,
+    gpus: Sequence[SpecGpu] | None,
     out: _Out,
 ) -> list[str]:
     """The service's GPU ids in CUDA order; none for -ngl 0 or a command with no GPU in it."""
-    count = 0
-    host: list[int] | None = None
     for e in command.env:
-        if e.name == "CUDA_VISIBLE_DEVICES":
-            entries = [s.strip() for s in e.value.split(",") if s.strip()]
-            count = max(count, len(entries))
-            host = [int(s) for s in entries] if all(s.isdigit() for s in entries) else None
-        elif e.name.startswith("CUDA_VISIBLE"):
+        if e.name.startswith("CUDA_VISIBLE") and e.name != "CUDA_VISIBLE_DEVICES":
             out.warn(e.word, f"{e.name} is not CUDA_VISIBLE_DEVICES: CUDA ignores it")
-    cdi = [re.fullmatch(r"nvidia\.com/gpu=(\d+)", d.text) for d in command.devices]
-    if cdi and all(cdi):
-        host = [int(m.group(1)) for m in cdi if m]
-        count = max(count, len(host))
+    sel = select(command, gpus)
+    out.warnings += sel.warnings
+    count = 0 if sel.every else sel.known
     for a in args:
         text = a.value.text if a.value else ""
         if a.meaning == "tensor_split":
@@ -743,29 +743,39 @@ def _gpu_ids(
         elif a.meaning == "main_gpu" and text.isdigit() and len(text) < 4:
             count = max(count, int(text) + 1)
     if ngl == 0:
-        if count:
+        if count or (sel.known and not sel.every):
             out.warn(last["ngl"].at, "-ngl 0 runs every layer on the CPU: gpus: []")
         return []
     if ngl is None and "ngl" not in last and not count:
         return []
+    if sel.every and gpus is not None:
+        # the process sees every GPU of the host: llama.cpp splits layers over all of them
+        ids = list(sel.ids)
+        if count > len(ids):
+            out.warn(None, f"the command uses {count} GPUs but the spec has {len(ids)}")
+        return ids or [f"gpu{i}" for i in range(max(count, 1))]
     every = [d for d in command.devices if d.text.endswith("=all")]
     if every and count <= 1:
         out.warn(
             every[0],
             f"{clip(every[0].text)}: how many GPUs that is is not on the command line; "
-            "add the others' ids to gpus",
+            "add the others' ids to gpus (or import with --spec: all of its GPUs)",
         )
-    count = max(count, 1)
-    ids = []
-    for i in range(count):
-        if given is not None and i < len(given):
-            ids.append(given[i])
-        elif host is not None and i < len(host):
-            ids.append(f"gpu{host[i]}")
-        else:
-            ids.append(f"gpu{i}")
-    if given is not None and count > len(given):
-        out.warn(None, f"the command uses {count} GPUs but {len(given)} ids were given")
+    count = max(count, len(sel.ids), 1)
+    ids = list(sel.ids)
+    taken = set(ids)
+    for i in range(len(ids), count):
+        name = f"gpu{i}"
+        while name in taken:
+            name += "x"
+        ids.append(name)
+        taken.add(name)
+    if count > len(sel.ids) and not sel.every:
+        out.warn(
+            None,
+            f"the command uses {count} GPUs but selects {len(sel.ids)} "
+            f"({', '.join(sel.ids)}); the others are named {', '.join(ids[len(sel.ids) :])}",
+        )
     return ids
 
 
