@@ -20,6 +20,7 @@ from layoutgen.render.argv import flash_attn, flash_attn_arg
 from layoutgen.runtimes.base import Runtime
 from layoutgen.runtimes.rules import Rule
 from layoutgen.solve.placement import expert_kind, expert_layer, expert_name, loaded
+from layoutgen.spec.patterns import PatternError, compile_pattern
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import ExpertsAuto, ExpertsExplicit, ExpertsNCpuMoe, Spec
 
@@ -282,10 +283,13 @@ def _tensor_overrides(rs: ResolvedService, profile: Profile, rt: Runtime) -> Ite
     if not rules:
         return
     names = [t.name for t in loaded(profile, rt)]
-    compiled = [re.compile(r.pattern) for r in rules]
     taken: set[str] = set()
     said = any(m.compute is not None for m in rs.service.measured.values())
-    for i, (rule, rx) in enumerate(zip(rules, compiled, strict=True)):
+    for i, rule in enumerate(rules):
+        try:
+            rx = compile_pattern(rule.pattern)
+        except PatternError:
+            continue  # refused, located, by layoutgen.spec.patterns.check
         hits = [n for n in names if rx.search(n)]
         where = ("services", rs.name, "tensor_overrides", i, "pattern")
         label = f"services.{rs.name}.tensor_overrides[{i}].pattern"

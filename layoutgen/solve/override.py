@@ -12,11 +12,11 @@ tensor by tensor.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from layoutgen.solve.placement import expert_kind
+from layoutgen.spec.patterns import compile_pattern
 
 EXPERT_KINDS = ("up", "gate", "down", "gate_up")
 
@@ -147,8 +147,12 @@ def expert_rules(
 
 
 def apply(rules: Sequence[Rule], names: Iterable[str]) -> dict[str, str | None]:
-    """The runtime's reading: for each tensor, the first rule whose regex is found in it."""
-    compiled = [(re.compile(rule.pattern), rule.target) for rule in rules]
+    """The runtime's reading: for each tensor, the first rule whose regex is found in it.
+
+    Matched by :mod:`layoutgen.spec.patterns` (linear in the name, never backtracking);
+    a pattern outside its language raises its ``PatternError`` (validate refuses such
+    patterns, located, before anything is solved)."""
+    compiled = [(compile_pattern(rule.pattern), rule.target) for rule in rules]
     out: dict[str, str | None] = {}
     for name in names:
         out[name] = next((target for rx, target in compiled if rx.search(name)), None)

@@ -17,7 +17,7 @@ from layoutgen import runtimes
 from layoutgen.errors import Problem, Severity, SpecPath
 from layoutgen.models.profile import Profile
 from layoutgen.runtimes.base import Runtime
-from layoutgen.spec import expansions
+from layoutgen.spec import expansions, patterns
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import (
     ExpertsExplicit,
@@ -104,6 +104,7 @@ def check(spec: Spec, services: tuple[ResolvedService, ...]) -> list[Problem]:
         *_gpu_layers(spec, services),
         *_tensor_split(spec, services),
         *_tensor_overrides(spec, services),
+        *patterns.check(spec),
         *_runtime_keys(spec, services),
         *_budgeted(spec, services),
         *_lora(spec, services),

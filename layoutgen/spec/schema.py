@@ -601,6 +601,8 @@ def _override_pattern(value: str) -> str:
         re.compile(value)
     except re.error as exc:
         raise ValueError(f"pattern {literals.clip(value)} is not a regex: {exc}") from None
+    except RecursionError:  # Python's parser recurses per group: '(' * 500
+        raise ValueError(f"pattern {literals.clip(value)} nests groups too deep") from None
     return value
 
 
