@@ -22,6 +22,7 @@ from test_argv import _rules
 
 from layoutgen.errors import InvalidInput
 from layoutgen.importer import import_text
+from layoutgen.importer.tospec import FLAGS, MAPPED
 from layoutgen.models.profile import dump_profile, load_profile
 from layoutgen.solve.override import apply
 from layoutgen.spec.validate import validate_file
@@ -88,6 +89,29 @@ def _normal(words: list[str]) -> list[str]:
     return out
 
 
+def _meanings(words: list[str]) -> set[str]:
+    """The flags of a command line by what they set (``-c`` and ``--ctx-size`` alike)."""
+    out = set()
+    for w in words:
+        name = w.split("=", 1)[0] if w.startswith("--") else w
+        if w.startswith("-") and not re.fullmatch(r"-\d[\d.]*", w):
+            info = FLAGS.get(name)
+            out.add(info.meaning if info is not None and info.meaning in MAPPED else name)
+    return out
+
+
+#: what render writes in its own way, whatever the command said: the model path, the
+#: address it binds, and placement, which the tensor comparison below checks
+RENDERED_ANYWAY = {"model", "host", "port", "override", "cpu_moe", "n_cpu_moe", "ngl"}
+
+
+def _unlisted(words: list[str], argv: list[str], yaml: str) -> set[str]:
+    """Flags the rendered argv has that the command did not, and import did not list."""
+    listed = [line.split(":", 1)[0] for line in yaml.splitlines() if line.startswith("#   adds ")]
+    said = _meanings([w for line in listed for w in line.split()])
+    return _meanings(argv) - _meanings(words) - said - RENDERED_ANYWAY
+
+
 def _reading(argv: list[str], names: list[str]) -> dict[str, str | None]:
     return apply(_rules(tuple(_normal(argv))), names)
 
@@ -103,10 +127,12 @@ def test_import_plan_argv_places_every_tensor_as_the_command(
             import_text(text, path.name)
         return
     imported = import_text(text, path.name)
+    build: str | None = "4357"  # seed 001's ik_llama.cpp build (its -fa syntax)
     if record_path == GLM_51:
         profile = load_profile(GLM_51)
     else:
         record = table.load(record_path)
+        build = table.version(record)
         if "tensor table" in why or "prints no" in why:
             with pytest.raises(synth.NotExpressible, match=why.split(": ")[-1]):
                 synth.profile(record)
@@ -122,6 +148,8 @@ def test_import_plan_argv_places_every_tensor_as_the_command(
     (runtime,) = doc["runtimes"].values()
     runtime.pop("binary", None)
     runtime.pop("version", None)
+    if build is not None:  # the build the command ran: its flags' syntax
+        runtime["version"] = build
     runtime["image"] = "registry.example/llama:pinned"
     doc["host"] = {
         "name": "t",
@@ -145,8 +173,10 @@ def test_import_plan_argv_places_every_tensor_as_the_command(
     v = validate_file(spec)
     (sp,) = v.plan.services
 
-    names = [t.name for t in profile.tensors()]
     words = _words(text)
+    assert _unlisted(words, list(sp.argv), imported.yaml) == set(), path.name
+
+    names = [t.name for t in profile.tensors()]
     before = _reading(words, names)
     after = _reading(list(sp.argv), names)
     assert after == before, path.name

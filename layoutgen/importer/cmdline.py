@@ -125,6 +125,8 @@ class Command:
     container_name: str | None = None
     prefix: tuple[Word, ...] = ()  # wrappers before the program: numactl, taskset, ...
     warnings: tuple[Diagnostic, ...] = field(default=())
+    #: settings of the container or unit the spec has no key for: (where, as written)
+    dropped: tuple[tuple[Word, str], ...] = ()
 
 
 # ------------------------------------------------------------------ lexer
@@ -603,9 +605,18 @@ RUN_FLAGS = _names(
 )
 
 
+#: run options that say how podman runs the container, not what it runs: not listed
+_EPHEMERAL = _names("-d --detach --rm -i --interactive -t --tty --replace -q --quiet --name")
+#: run options _from_options maps onto the spec
+_MAPPED_OPTIONS = _names(
+    "-p --publish -v --volume --mount -e --env --device --gpus --cap-add --name --entrypoint"
+)
+
+
 def _container(words: list[Word], run: int, source: str, kind: SourceKind) -> Command:
     warnings: list[Diagnostic] = []
     opts: list[tuple[str, Word, Word]] = []  # (option, option word, value word)
+    dropped: list[tuple[Word, str]] = []
     j = run + 1
     while j < len(words) and words[j].text.startswith("-") and words[j].text != "-":
         w = words[j]
@@ -621,6 +632,9 @@ def _container(words: list[Word], run: int, source: str, kind: SourceKind) -> Co
         elif name in RUN_FLAGS or (
             re.fullmatch(r"-[a-zA-Z]+", name) and all(f"-{c}" in RUN_FLAGS for c in name[1:])
         ):
+            flags = [name] if name in RUN_FLAGS else [f"-{c}" for c in name[1:]]
+            if any(f not in _EPHEMERAL for f in flags):
+                dropped.append((w, w.text))
             j += 1
         elif re.fullmatch(r"-[pvemhwlu].+", name):  # -p8000:8000, -eFOO=1
             opts.append((name[:2], w, replace(w, text=w.text[2:])))
@@ -645,6 +659,9 @@ def _container(words: list[Word], run: int, source: str, kind: SourceKind) -> Co
         )
     image = words[j]
     rest = words[j + 1 :]
+    for name, w, v in opts:
+        if name not in _MAPPED_OPTIONS:
+            dropped.append((w, w.text if w is v or w.text != name else f"{name} {v.text}"))
     base = _from_options(opts, source, warnings)
     entrypoint = next((v for o, _, v in reversed(opts) if o == "--entrypoint"), None)
     if rest and not rest[0].text.startswith("-"):
@@ -682,6 +699,7 @@ def _container(words: list[Word], run: int, source: str, kind: SourceKind) -> Co
         args=tuple(args),
         image=image,
         warnings=tuple(warnings),
+        dropped=tuple(sorted(dropped, key=lambda d: (d[0].line, d[0].col))),
     )
 
 
@@ -856,7 +874,39 @@ def _unit(text: str, source: str, kind: SourceKind) -> Command:
         warnings += [_warn(source, found[0], m) for m in extra]
     cmd, specifiers = _specifiers(cmd, source, kind)
     env_all = (*env_words, *cmd.env)
-    return replace(cmd, env=env_all, warnings=(*cmd.warnings, *warnings, *specifiers))
+    dropped = list(cmd.dropped)
+    for e in entries:
+        if (e.section, e.key) in _UNIT_READ or e.section in ("", "Install"):
+            continue
+        if e.section == "Unit" and e.key == "Description":
+            continue
+        value = text[e.start : e.end].replace("\\\n", " ").strip()
+        line, col = lexer.where(e.start)
+        at = Word(e.key, line, max(col - len(e.key) - 1, 1))
+        shown = printable(value if len(value) <= 80 else value[:77] + "...")
+        dropped.append((at, f"{e.key}={shown}"))
+    return replace(
+        cmd,
+        env=env_all,
+        warnings=(*cmd.warnings, *warnings, *specifiers),
+        dropped=tuple(dropped),
+    )
+
+
+#: unit keys read into the command (everything else is listed as not carried over)
+_UNIT_READ = frozenset(
+    {
+        ("Service", "ExecStart"),
+        ("Service", "Environment"),
+        ("Container", "Environment"),
+        ("Container", "Image"),
+        ("Container", "Exec"),
+        ("Container", "PodmanArgs"),
+        ("Container", "AddCapability"),
+        *(("Container", k) for k in ("PublishPort", "Volume", "AddDevice", "ContainerName")),
+        ("Container", "Entrypoint"),
+    }
+)
 
 
 def _specifiers(cmd: Command, source: str, kind: SourceKind) -> tuple[Command, list[Diagnostic]]:

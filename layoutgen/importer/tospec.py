@@ -29,6 +29,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from layoutgen.errors import Diagnostic, Severity
+from layoutgen.importer import changes
 from layoutgen.importer.cmdline import Command, UnreadableCommand, Word
 from layoutgen.importer.devices import SpecGpu, select
 from layoutgen.spec.literals import MAX_TEXT, clip
@@ -514,14 +515,34 @@ def to_spec(
         split = False  # a CPU-only server: every weight in host RAM, nothing to fill
     out.svc["role"] = "orchestrator" if split else "worker"
     out.svc.yaml_add_eol_comment(
-        "a guess: " + ("experts split between host and GPUs" if split else "no experts split"),
+        "a guess: "
+        + ("experts split between host and GPUs" if split else "no experts split")
+        + "; the keys below are set so that it changes nothing",
         "role",
     )
+    _role_neutral(out, runtime, split)
     if out.overrides:
         out.put("tensor_overrides", out.overrides)
     if out.args:
         out.put("args", out.args)
     _dropped(command, out)
+    adds = changes.added(
+        str(runtime["kind"]),
+        runtime.get("version"),
+        last,
+        list(out.args),
+        list(out.svc.get("gpus", [])),
+        "ngl" in last,
+    )
+    if adds:
+        out.warn(
+            None,
+            "rendered, the service adds flags the command left to the runtime: "
+            + "; ".join(a.removeprefix("adds ").split(":", 1)[0] for a in adds)
+            + " (listed with their reasons at the top of the YAML)",
+        )
+        out.notes += ["rendered, the service adds what the command left to the runtime:"]
+        out.notes += [f"  {a}" for a in adds]
 
     doc = CommentedMap()
     doc["models"] = CommentedMap({model_id: model})
@@ -855,8 +876,38 @@ def _runtime(command: Command, ik: bool, out: _Out) -> tuple[str, CommentedMap]:
     return ("ik" if ik else "llamacpp"), runtime
 
 
+def _role_neutral(out: _Out, runtime: CommentedMap, split: bool) -> None:
+    """Set the keys whose role default would change what runs: the guessed role
+    never adds a flag the command did not have (``--reasoning-budget 0``, ``-np 2``)."""
+    if "parallel" not in out.svc:
+        out.put(
+            "parallel",
+            1,
+            "no -np: one slot, llama-server's default before '-np auto' (4 slots); "
+            "write what your build started",
+        )
+    if "reasoning" not in out.svc and split:
+        from layoutgen import runtimes
+
+        try:
+            off = " ".join(
+                runtimes.get(str(runtime["kind"]), runtime.get("version")).reasoning_off()
+            )
+        except Exception:
+            off = "its reasoning-off flag"
+        out.put(
+            "reasoning",
+            True,
+            f"the command sets no reasoning flag; role orchestrator alone would add {off}",
+        )
+
+
 def _dropped(command: Command, out: _Out) -> None:
     """Warn about what the command sets that no spec key holds."""
+    for word, written in command.dropped:
+        line = changes.dropped(written)
+        out.warn(word, line)
+        out.notes.append(f"{line} (line {word.line})")
     for e in command.env:
         if e.name == "CUDA_VISIBLE_DEVICES":
             continue
