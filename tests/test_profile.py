@@ -91,3 +91,100 @@ def test_committed_profiles_are_in_canonical_form(name: str) -> None:
 def test_committed_json_schema_is_current() -> None:
     committed = json.loads((ROOT / "layouts/schema/profile.schema.json").read_text())
     assert committed == json_schema()
+
+
+# -- sizes checked as the solver uses them (issue 31) --------------------------------
+
+MODELS = ROOT / "layouts" / "models"
+
+
+def _mutated(tmp_path: Path, profile: str, *edits: tuple[str, str]) -> Path:
+    text = (MODELS / profile).read_text(encoding="utf-8")
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    path = tmp_path / profile
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("profile", "edit", "message"),
+    [
+        (
+            "glm-5.1-iq3_ks.yaml",
+            ("  kv_lora_rank: 512\n", "  kv_lora_rank: 4097\n"),
+            "42:17: error: hparams.kv_lora_rank: 4097 does not match "
+            "blk.0.attn_kv_a_mqa.weight (kv_lora_rank + rope_dim) (dimension 1 is 576); "
+            "write the value from the GGUF",
+        ),
+        (
+            "qwen3-coder-next-q4_0.yaml",
+            ("  key_length: 256\n", "  key_length: 1\n"),
+            "24:15: error: hparams.key_length: 1 does not match blk.11.attn_k.weight "
+            "(n_head_kv x key_length) (dimension 1 is 512); write the value from the GGUF",
+        ),
+        (
+            "qwen3-coder-next-q4_0.yaml",
+            ("  value_length: 256\n", "  value_length: 0\n"),
+            "25:17: error: hparams.value_length: 0 is no size; write the value from the GGUF, "
+            "or leave the key out if the model has none",
+        ),
+        (
+            "qwen3-coder-next-q4_0.yaml",
+            ("  n_head_kv: 2\n", "  n_head_kv: 0\n"),
+            "23:14: error: hparams.n_head_kv: 0 heads, yet the profile lists K/V tensors; "
+            "write the value from the GGUF",
+        ),
+        (
+            "qwen3-coder-next-q4_0.yaml",
+            ("  n_expert_used: 10\n", "  n_expert_used: 600\n"),
+            "28:18: error: hparams.n_expert_used: 600 experts used of 512; "
+            "write the values from the GGUF",
+        ),
+    ],
+)
+def test_a_profile_is_valid_only_with_sizes_the_solver_can_use(
+    tmp_path: Path, profile: str, edit: tuple[str, str], message: str
+) -> None:
+    """These profiles said "valid" alone and ended in a traceback (or a zero-byte KV
+    cache) once a spec used them."""
+    path = _mutated(tmp_path, profile, edit)
+    with pytest.raises(InvalidInput) as info:
+        load_profile(path, profile)
+    assert [d.gcc() for d in info.value.diagnostics] == [f"{profile}:{message}"]
+
+
+def test_every_committed_profile_passes_the_size_checks() -> None:
+    for path in sorted(MODELS.glob("*.yaml")):
+        load_profile(path, path.name)
+
+
+def test_a_cache_type_the_rows_do_not_fit_is_a_located_error(tmp_path: Path) -> None:
+    """A consistent MLA rank of 4097 (+ rope 64) gives K rows of 4161 elements, no whole
+    number of q8_0 blocks: validate says so at the cache type instead of a traceback."""
+    from layoutgen.spec.validate import validate_file
+
+    _mutated(
+        tmp_path,
+        "glm-5.1-iq3_ks.yaml",
+        ("  kv_lora_rank: 512\n", "  kv_lora_rank: 4097\n"),
+        (
+            'attn_kv_a_norm.weight", type: "f32", shape: [512], bytes: 2048}',
+            'attn_kv_a_norm.weight", type: "f32", shape: [4097], bytes: 16388}',
+        ),
+        ("shape: [6144, 576], bytes: 2903040}", "shape: [6144, 4161], bytes: 20971440}"),
+        ("shape: [6144, 576], bytes: 3760128}", "shape: [6144, 4161], bytes: 27163008}"),
+    )
+    spec = (ROOT / "layouts" / "glm51-1-ot-exps-cpu-2gpu.yaml").read_text(encoding="utf-8")
+    path = tmp_path / "spec.yaml"
+    path.write_text(spec.replace("models/glm-5.1-iq3_ks.yaml", "glm-5.1-iq3_ks.yaml"))
+    with pytest.raises(InvalidInput) as info:
+        validate_file(path)
+    (diag,) = [d for d in info.value.diagnostics if d.severity == "error"]
+    assert diag.message == (
+        "services.grandpa.cache_type_k: q8_0 stores rows in blocks of 32 elements, and "
+        "model 'glm-5.1-iq3_ks''s mla cache has rows of 4161 (layer 0); write "
+        "cache_type_k: f16, or check the profile's head sizes"
+    )
+    assert spec.splitlines()[diag.line - 1].lstrip().startswith("cache_type_k:")

@@ -150,6 +150,7 @@ def _cache_types(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterator
             "are not qwen3next-style (no ssm group count or time-step rank), whose state "
             "layoutgen cannot size on ik_llama.cpp; use a llama.cpp runtime",
         )
+    yield from _cache_blocks(rs, rt, profile)
     if not flash_attn(rs) and rt.v_cache_needs_flash_attn(v):
         told = flash_attn_arg(rs) is not None
         why = (
@@ -163,6 +164,43 @@ def _cache_types(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterator
             f"attention, and {why}; write cache_type_v: f16, or "
             + ("'-fa', 'on' in args" if told else "add '-fa', 'on' to args"),
         )
+
+
+def _cache_blocks(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterator[Problem]:
+    """Each cache row the runtime allocates is a whole number of its type's blocks (a q8_0
+    row holds 32 elements): else the runtime refuses the context, and nothing can be sized."""
+    from layoutgen.runtimes.base import flag_value
+    from layoutgen.solve.kvcache import KVSettings, layer_caches
+
+    mla = flag_value(rs.service.args, "-mla", "--mla-use")
+    kv = KVSettings(
+        rt=rt,
+        ctx=4096,  # the widths of rows do not depend on how many there are
+        parallel=1,
+        ubatch=512,
+        cache_type_k=rs.cache_type_k,
+        cache_type_v=rs.cache_type_v,
+        flash_attn=flash_attn(rs),
+        mla=int(mla) if mla is not None and mla.isdigit() else None,
+    )
+    try:
+        caches = layer_caches(profile.hparams, kv, arch=profile.arch)
+    except (quants.UnknownType, ValueError):
+        return  # an unknown type or a V cache without flash attention: said elsewhere
+    said: set[str] = set()
+    for cache in caches:
+        for t in cache.tensors:
+            key = "cache_type_v" if t.name == "v" else "cache_type_k"
+            if t.ne0 % t.qtype.block_size == 0 or key in said or t.qtype.name == "f32":
+                continue
+            said.add(key)
+            yield Problem(
+                ("services", rs.name, key),
+                f"services.{rs.name}.{key}: {t.qtype.name} stores rows in blocks of "
+                f"{t.qtype.block_size} elements, and model {rs.service.model!r}'s "
+                f"{cache.kind} cache has rows of {t.ne0} (layer {cache.layer}); write "
+                f"{key}: f16, or check the profile's head sizes",
+            )
 
 
 def _on_gpus(rs: ResolvedService, tensor: Tensor, experts_on_gpu: frozenset[int] | None) -> bool:

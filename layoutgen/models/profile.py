@@ -443,7 +443,111 @@ def required(parsed: ProfileSchema) -> list[Problem]:
             "model needs; write " + ("it" if len(keys) == 1 else "them") + f" from {where['from']}",
         )
         for keys, why in missing
-    ]
+    ] or _check_sizes(parsed, where["from"], attention)
+
+
+#: sizes that are a width, a count of heads or of experts: never 0 where they are written
+#: (0 means nothing in a GGUF; leave the key out when the model has none)
+_NONZERO = (
+    "n_embd",
+    "key_length",
+    "value_length",
+    "key_length_swa",
+    "value_length_swa",
+    "q_lora_rank",
+    "kv_lora_rank",
+    "n_expert",
+    "n_expert_used",
+    "expert_ff",
+    "expert_shared_ff",
+    "sliding_window",
+    "vocab",
+)
+_GGUF_K = re.compile(r"^blk\.(\d+)\.attn_([kv])\.weight$")
+
+
+def _check_sizes(parsed: ProfileSchema, source: str, attention: bool) -> list[Problem]:
+    """Sizes the solver multiplies by, as it will use them: not zero, experts used
+    within the experts there are, and K/V widths equal to the K/V tensors' own (a
+    smaller width would plan a KV cache smaller than the runtime allocates)."""
+    hp = parsed.hparams
+    out: list[Problem] = []
+    for key in _NONZERO:
+        if getattr(hp, key) == 0:
+            out.append(
+                Problem(
+                    ("hparams", key),
+                    f"hparams.{key}: 0 is no size; write the value from {source}, or leave "
+                    "the key out if the model has none",
+                )
+            )
+    for key in ("n_head", "n_head_kv"):
+        if attention and getattr(hp, key) == 0:  # per layer, 0 marks a layer without attention
+            out.append(
+                Problem(
+                    ("hparams", key),
+                    f"hparams.{key}: 0 heads, yet the profile lists K/V tensors; write the "
+                    f"value from {source}",
+                )
+            )
+    if hp.n_expert and hp.n_expert_used and hp.n_expert_used > hp.n_expert:
+        out.append(
+            Problem(
+                ("hparams", "n_expert_used"),
+                f"hparams.n_expert_used: {hp.n_expert_used} experts used of {hp.n_expert}; "
+                f"write the values from {source}",
+            )
+        )
+    if out or parsed.format != "gguf":
+        return out
+    return _check_widths(parsed, source)
+
+
+def _check_widths(parsed: ProfileSchema, source: str) -> list[Problem]:
+    """MLA rank and K/V head sizes against the tensors that hold them (GGUF names)."""
+    hp = parsed.hparams
+    swa = set(hp.swa_layers or ())
+    shapes: dict[str, tuple[int, ...]] = {}
+    for entry in parsed.tensors:
+        for name in expand_name(entry.name):
+            shapes[name] = tuple(entry.shape)
+    out: list[Problem] = []
+    seen: set[str] = set()
+
+    def differs(key: str, value: int, tensor: str, dim: int, width: int) -> None:
+        if key not in seen:
+            seen.add(key)
+            out.append(
+                Problem(
+                    ("hparams", key),
+                    f"hparams.{key}: {value} does not match {tensor} (dimension {dim} is "
+                    f"{width}); write the value from {source}",
+                )
+            )
+
+    rank, rope = hp.kv_lora_rank, hp.rope_dim or 0
+    for name, shape in sorted(shapes.items()):
+        if rank and name.endswith(".attn_kv_a_norm.weight") and shape[0] != rank:
+            differs("kv_lora_rank", rank, name, 0, shape[0])
+        mqa = name.endswith(".attn_kv_a_mqa.weight") and len(shape) > 1
+        if rank and mqa and shape[1] != rank + rope:
+            differs("kv_lora_rank", rank, f"{name} (kv_lora_rank + rope_dim)", 1, shape[1])
+        m = _GGUF_K.match(name)
+        if m is None or rank or len(shape) < 2:
+            continue
+        il, kv = int(m.group(1)), m.group(2)
+        heads = hp.n_head_kv[il] if isinstance(hp.n_head_kv, tuple) else hp.n_head_kv
+        if kv == "k":
+            key, size = "key_length", hp.key_length
+            if il in swa and hp.key_length_swa:
+                key, size = "key_length_swa", hp.key_length_swa
+        else:
+            key, size = "value_length", hp.value_length
+            if il in swa and hp.value_length_swa:
+                key, size = "value_length_swa", hp.value_length_swa
+        if heads and size and shape[1] != heads * size:
+            differs(key, size, f"{name} (n_head_kv x {key})", 1, shape[1])
+    return out
 
 
 def _check_shape(i: int, entry: TensorEntry, fmt: Format) -> list[Problem]:
