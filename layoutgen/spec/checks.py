@@ -17,7 +17,7 @@ from layoutgen import runtimes
 from layoutgen.errors import Problem, Severity, SpecPath
 from layoutgen.models.profile import Profile
 from layoutgen.runtimes.base import Runtime
-from layoutgen.spec import expansions, patterns
+from layoutgen.spec import expansions, flags, patterns
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import (
     ExpertsExplicit,
@@ -96,6 +96,7 @@ def check(spec: Spec, services: tuple[ResolvedService, ...]) -> list[Problem]:
         *_sizes(spec, services),
         *_experts(spec, services),
         *_args(spec),
+        *flags.check(spec, services, _owned),
         *expansions.check(spec),
         *_api_keys(spec),
         *_ordering(spec),

@@ -1,0 +1,657 @@
+"""Closed-world passthrough flags (issue 30 item 5).
+
+Every item of a service's ``args`` is read as its runtime reads its argv, at the
+spec's ``runtimes.<id>.version``, against that runtime's flag table (generated from
+the runtime's own argument parser: :mod:`layoutgen.runtimes.llama_cpp.flag_table`,
+:mod:`layoutgen.runtimes.ik_llama_cpp.flag_table`,
+:mod:`layoutgen.runtimes.vllm_flag_table`):
+
+* a spelling no build has: an error with the closest spellings (difflib);
+* a spelling that build lacks: an error naming the builds that have it;
+* a flag whose values the runtime reads: its values are taken as values, whatever
+  they look like (``--alias -x``); a bare token no flag reads: an error;
+* a flag that changes memory or placement: modelled (the plan reads it: ``-fa``,
+  ``-mla``, ``-amb``, ``--no-mmap``, ...) or refused with the reason (``-sm graph``,
+  ``--spec-type``, ``-ser``, ``-nkvo``, ``--override-kv``, ...);
+* every other flag is harmless: it changes no memory and no placement (sampling,
+  chat templates, logging, HTTP, ``--alias``, ``--metrics``).  The lists below were
+  made by reading each option's help and handler in the newest build read.
+
+Flags layoutgen owns (``OWNED`` in :mod:`layoutgen.spec.checks`) are refused there,
+not here.
+
+Dating.  ik_llama.cpp's table reads the parser at every commit that touched it, so
+each flag's builds are exact.  llama.cpp's and vLLM's tables read sampled builds
+(PyPI sdists and wheels): a flag first seen at sample X may have come at any build
+after the sample before X, and one seen in the oldest sample (llama.cpp 9093, vLLM
+0.8.0) may be older still.  Inside such an undated window a flag is accepted with a
+warning (refusing would refuse runs that start); outside every window of the
+flag's builds it is an error.  With no ``version:`` the build is unknown: a flag that
+some build has is accepted (with a warning when the newest build lacks it); where
+the builds read a flag's values differently (ik's ``-fa``: bare before 3928, gone
+3928-3984, ``on|off|auto`` from 3985) the spec must name its build.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from layoutgen.errors import Problem, Severity
+from layoutgen.spec.literals import clip
+from layoutgen.spec.roles import ResolvedService
+from layoutgen.spec.schema import Spec
+
+#: llama-server's ``-np`` default: -1, "auto" (common.h), which tools/server/server.cpp
+#: turns into 4 slots sharing one unified KV stream (builds 9093-11434 read);
+#: ``-np auto`` itself is refused by the int parser (std::stoi), ``-np -1`` is auto.
+PARALLEL_AUTO = 4
+PARALLEL_AUTO_KV_UNIFIED = True
+
+_DRAFT = "use 'draft:' (layoutgen places the draft model and budgets its KV cache)"
+_SPEC = (
+    "speculative decoding other than a draft model (MTP, n-gram) changes KV and compute "
+    "buffers the plan does not size; use 'draft:' for a draft model, or remove it"
+)
+
+#: spellings whose effect the plan reads from args (layoutgen.solve.footprint,
+#: layoutgen.render.argv.flash_attn, the runtimes' attn_max_mib/output_tokens/
+#: fused_moe/merges_up_gate/repacked), or that only restate the default
+MODELLED: frozenset[str] = frozenset(
+    {
+        "-fa",
+        "--flash-attn",
+        "-lm",
+        "--load-mode",
+        "-rtr",
+        "--run-time-repack",
+        "--no-mmap",
+        "--mmap",
+        "-mla",
+        "--mla-use",
+        "--swa-full",
+        "-kvu",
+        "--kv-unified",
+        "-no-kvu",
+        "--no-kv-unified",
+        "-amb",
+        "--attention-max-batch",
+        "-wgt",
+        "--worst-graph-tokens",
+        "-fmoe",
+        "--fused-moe",
+        "-no-fmoe",
+        "--no-fused-moe",
+        "-muge",
+        "--merge-up-gate-experts",
+        "--merge-up-gate-expsrts",
+        "-nr",
+        "--no-repack",
+        "--repack",
+        "-kvo",
+        "--kv-offload",
+        "--op-offload",
+        "--mmproj-offload",
+        "--no-mmproj",
+        "--warmup",
+        "--no-warmup",
+    }
+)
+
+#: spelling -> why the plan cannot take it (llama.cpp and ik_llama.cpp)
+UNMODELLED: Mapping[str, str] = {
+    **dict.fromkeys(
+        ("-sm", "--split-mode"),
+        "the plan splits layers itself (-sm layer; 'split_mode: row' for a row split); "
+        "-sm graph/attn (tensor parallelism) places tensors the plan does not model: "
+        "use 'split_mode:'",
+    ),
+    **dict.fromkeys(("--spec-type", "--spec-default", "--spec-stage", "--spec-autotune"), _SPEC),
+    **dict.fromkeys(("-mtp", "--multi-token-prediction", "--mtp-requantize-output-tensor"), _SPEC),
+    **dict.fromkeys(
+        (
+            "-md",
+            "--model-draft",
+            "--spec-draft-model",
+            "--spec-draft-hf",
+            "-hfd",
+            "-hfrd",
+            "--hf-repo-draft",
+            "-ngld",
+            "--gpu-layers-draft",
+            "--n-gpu-layers-draft",
+            "--spec-draft-ngl",
+            "-devd",
+            "--device-draft",
+            "--spec-draft-device",
+            "-ctkd",
+            "--cache-type-k-draft",
+            "--spec-draft-type-k",
+            "-ctvd",
+            "--cache-type-v-draft",
+            "--spec-draft-type-v",
+            "-cd",
+            "--ctx-size-draft",
+            "--spec-draft-ctx-size",
+            "-otd",
+            "--override-tensor-draft",
+            "--spec-draft-override-tensor",
+            "-cmoed",
+            "--cpu-moe-draft",
+            "--spec-draft-cpu-moe",
+            "-ncmoed",
+            "--n-cpu-moe-draft",
+            "--spec-draft-n-cpu-moe",
+            "--draft-params",
+        ),
+        _DRAFT,
+    ),
+    **dict.fromkeys(
+        ("-ser", "--smart-expert-reduction"),
+        "uses fewer experts per token than the model's n_expert_used: compute buffers "
+        "the plan does not size; remove it",
+    ),
+    **dict.fromkeys(
+        ("-nkvo", "--no-kv-offload"),
+        "keeps the KV cache in host RAM while the plan puts each layer's cache beside "
+        "the layer on its GPU; remove it",
+    ),
+    **dict.fromkeys(
+        ("-okv", "--override-kv"),
+        "changes the model's metadata after the plan read it from the GGUF (layer "
+        "count, experts, context): the plan would size another model; remove it",
+    ),
+    **dict.fromkeys(
+        ("-no-fa", "--no-flash-attn"),
+        "turns flash attention off where the plan reads only '-fa': write '-fa', 'off' "
+        "(builds that take a value) or drop flash attention from args",
+    ),
+    **dict.fromkeys(
+        ("-mm", "--mmproj", "-mmu", "--mmproj-url", "-mma", "--mmproj-auto"),
+        "a multimodal projector's weights and compute buffer are not planned",
+    ),
+    **dict.fromkeys(("-nommproj-offload", "--no-mmproj-offload"), "moves the projector"),
+    **dict.fromkeys(
+        ("-ncffn", "--n-cpu-ffn"),
+        "moves feed-forward tensors to the CPU behind the plan's back; use 'tensor_overrides:'",
+    ),
+    **dict.fromkeys(
+        ("-nopo", "--no-op-offload"),
+        "runs host-weight matmuls on the CPU: compute buffers the plan does not size; remove it",
+    ),
+    **dict.fromkeys(
+        ("--no-host",),
+        "bypasses the pinned host buffer the plan puts host weights in; remove it",
+    ),
+    **dict.fromkeys(
+        ("--kv-unified-per-slot",), "sizes the context from the slots; use 'ctx:' and 'parallel:'"
+    ),
+    **dict.fromkeys(
+        ("--rpc",), "rpc devices are planned from the host's 'rpc:' list; declare them there"
+    ),
+    **dict.fromkeys(
+        ("-dio", "--direct-io", "-ndio", "--no-direct-io"),
+        "changes how weights are read (mmap off); write '--no-mmap', or '-lm', 'dio' on "
+        "builds that have -lm",
+    ),
+    **dict.fromkeys(
+        (
+            "-ctk0",
+            "--cache-type-k-first",
+            "--cache-type-k-last",
+            "--cache-type-v-first",
+            "--cache-type-v-last",
+        ),
+        "gives some layers another KV cache type than the plan sizes; use "
+        "'cache_type_k:'/'cache_type_v:'",
+    ),
+    **dict.fromkeys(
+        ("-dsa", "--dsa", "--dsa-top-k", "--indexer-cache-type-k", "--fused-indexer-topk"),
+        "DSA attention's indexer cache and compute are not planned for ik_llama.cpp",
+    ),
+    **dict.fromkeys(
+        ("--swa-compress",), "changes the sliding-window KV cache the plan sizes; remove it"
+    ),
+    **dict.fromkeys(("--max-gpu",), "limits the GPUs the model spreads over; use 'gpus:'"),
+    **dict.fromkeys(
+        ("-op", "--offload-policy", "--cuda-params", "-cuda"),
+        "changes which ops run on the GPUs: compute buffers the plan does not size",
+    ),
+    **dict.fromkeys(
+        ("--defer-experts", "--prefetch-experts", "--prefetch-experts-threads"),
+        "changes where and when routed experts are loaded; use 'experts:'",
+    ),
+    **dict.fromkeys(
+        ("-no-fug", "--no-fused-up-gate", "--max-extra-alloc"),
+        "changes compute buffers the plan sizes; remove it",
+    ),
+    **dict.fromkeys(("-lzm", "--lazy-mode"), "reads tensors on demand instead of loading them"),
+    **dict.fromkeys(("-ot", "--override-tensor"), "use 'tensor_overrides:'"),
+}
+
+#: vLLM spellings that change memory and are not planned (its owned ones are
+#: Vllm.OWNED_FLAGS)
+VLLM_UNMODELLED: Mapping[str, str] = {
+    **dict.fromkeys(
+        ("--cpu-offload-gb", "--swap-space", "--kv-offloading-size", "--kv-offloading-backend"),
+        "moves weights or KV cache to host RAM: the plan budgets them on the GPUs",
+    ),
+    **dict.fromkeys(
+        ("--quantization", "-q"),
+        "quantizes the weights the plan sizes from the checkpoint's dtype; use a "
+        "checkpoint quantized already",
+    ),
+    **dict.fromkeys(
+        ("--enable-expert-parallel", "-ep", "--expert-parallel-size"),
+        "expert parallelism splits experts unlike the plan's tensor parallelism",
+    ),
+    **dict.fromkeys(
+        (
+            "--max-seq-len-to-capture",
+            "--cuda-graph-sizes",
+            "--compilation-config",
+            "-O",
+            "--max-cudagraph-capture-size",
+            "--cudagraph-capture-sizes",
+        ),
+        "changes the CUDA graphs the plan budgets; use 'enforce_eager:' or remove it",
+    ),
+    **dict.fromkeys(
+        ("--num-gpu-blocks-override", "--kv-cache-memory", "--num-lookahead-slots"),
+        "changes the KV blocks the plan sizes; use 'ctx:' and 'parallel:'",
+    ),
+    **dict.fromkeys(
+        ("--mm-processor-kwargs", "--limit-mm-per-prompt", "--mm-encoder-tp-mode"),
+        "changes the multimodal profile run the plan budgets",
+    ),
+    **dict.fromkeys(("--hf-overrides",), "changes the model config the plan read"),
+    **dict.fromkeys(("--load-format",), "changes how the weights are loaded and sized"),
+    **dict.fromkeys(("--dtype",), "changes the weights' dtype the plan sized"),
+    **dict.fromkeys(("--max-parallel-loading-workers",), ""),
+}
+
+
+#: how a modelled flag written in another build's form (ik_llama.cpp: "-fa on" before
+#: 3985, where -fa reads no value; -no-fmoe before 3928; any -fa with no version,
+#: where builds differ) is reported.
+#: None, not yet: the truth table (tests/truth/table.py) writes "-fa on|off" for every
+#: build to describe a run's memory and validates those specs as a user's; once it
+#: writes each build's own form (flash_attn_args), this becomes Severity.ERROR
+#: (tests/test_flags.py runs the check at ERROR)
+FA_FORM: Severity | None = None
+_FA = ("-fa", "--flash-attn")
+
+
+def flash_attn_args(kind: str, build: int | None, on: bool) -> list[str] | None:
+    """-fa as ``kind`` at ``build`` reads it (None: no args can say it, or the builds
+    differ): ik_llama.cpp bare -fa before 3928 (off by default), none 3928-3984 (on by
+    default, -no-fa), ``-fa on|off`` from 3985; llama.cpp ``-fa on|off`` in every build
+    read (9093-11434)."""
+    if kind != "ik_llama.cpp":
+        return ["-fa", "on" if on else "off"]
+    if build is None:
+        return None
+    if build < 3928:
+        return ["-fa"] if on else []
+    if build < 3985:
+        return [] if on else ["-no-fa"]
+    return ["-fa", "on" if on else "off"]
+
+
+@dataclass(frozen=True)
+class Span:
+    first: Any
+    until: Any  # None: still in the newest build read
+    arity: int
+
+
+@dataclass(frozen=True)
+class Table:
+    """One runtime's flags: spelling -> (canonical, spans), oldest first."""
+
+    kind: str
+    rows: Mapping[str, tuple[str, tuple[Span, ...]]]
+    #: sampled builds in order (None: every build that changed the parser was read)
+    samples: tuple[Any, ...] | None
+    newest: Any
+
+    def previous_sample(self, build: Any) -> Any:
+        """The sample read before ``build`` (None: ``build`` is the oldest)."""
+        assert self.samples is not None
+        i = self.samples.index(build)
+        return self.samples[i - 1] if i else None
+
+
+@functools.cache
+def table(kind: str) -> Table:
+    if kind == "llama.cpp":
+        from layoutgen.runtimes.llama_cpp import flag_table as mod
+    elif kind == "ik_llama.cpp":
+        from layoutgen.runtimes.ik_llama_cpp import flag_table as mod  # type: ignore[no-redef]
+    else:
+        from layoutgen.runtimes import vllm_flag_table as mod  # type: ignore[no-redef]
+
+    def key(x: Any) -> Any:
+        return _release(x) if kind == "vllm" else int(x)
+
+    rows = {
+        s: (c, tuple(Span(key(f), None if u is None else key(u), a) for f, u, a in sp))
+        for s, c, sp in mod.FLAGS
+    }
+    samples = None if mod.SAMPLES is None else tuple(key(x) for x in mod.SAMPLES)
+    newest = samples[-1] if samples else mod.NEWEST  # type: ignore[attr-defined]
+    return Table(kind, rows, samples, newest)
+
+
+def _release(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"[0-9]+", text)[:3])
+
+
+@dataclass(frozen=True)
+class Where:
+    """A build's relation to a flag: present, absent, or undated (a warning)."""
+
+    span: Span | None
+    undated: bool = False
+
+
+def at(tab: Table, spans: Sequence[Span], build: Any) -> Where:
+    """Which span (if any) holds ``build``; ``undated`` where the samples cannot say."""
+    for sp in spans:
+        if sp.first <= build and (sp.until is None or build < sp.until):
+            return Where(sp)
+    if tab.samples is None:
+        return Where(None)
+    for sp in spans:
+        before = tab.previous_sample(sp.first)
+        if build < sp.first and (before is None or build > before):
+            return Where(sp, undated=True)
+        if sp.until is not None and build >= sp.until:
+            last = tab.previous_sample(sp.until)
+            if build > last:
+                return Where(sp, undated=True)
+    return Where(None)
+
+
+def _show(build: Any) -> str:
+    return ".".join(map(str, build)) if isinstance(build, tuple) else str(build)
+
+
+def _builds(spans: Sequence[Span]) -> str:
+    parts = []
+    for sp in spans:
+        if sp.until is None:
+            parts.append(f"{_show(sp.first)} on")
+        else:
+            parts.append(f"{_show(sp.first)} to before {_show(sp.until)}")
+    return ", ".join(parts)
+
+
+def flash_attn_default(kind: str, build: int | None) -> bool | None:
+    """Flash attention with no -fa, by build: ik_llama.cpp off before 3928 (PR #863,
+    41d6c42b9: common.h's flash_attn default false -> true), on since; llama.cpp
+    ``auto`` (on where the backend has it) in every build read (9093-11434).  None:
+    unknown (no build given and the builds differ)."""
+    if kind == "ik_llama.cpp":
+        if build is None:
+            return None
+        return build >= 3928
+    return True
+
+
+def _version(spec: Spec, rs: ResolvedService) -> Any:
+    """The service's build as the table counts it (None: unknown)."""
+    runtime = spec.runtimes.get(rs.service.runtime)
+    if runtime is None or runtime.version is None:
+        return None
+    if runtime.kind == "vllm":
+        return _release(runtime.version)
+    rt = runtime.rules()
+    return None if rt.version is None else rt.version.build
+
+
+def check(spec: Spec, services: Sequence[ResolvedService], owned: Any) -> Iterator[Problem]:
+    """Problems of every service's ``args``; ``owned(spec, name)`` is the owned-flag map
+    (refused by checks._args, skipped here)."""
+    for rs in sorted(services, key=lambda r: r.name):
+        runtime = spec.runtimes.get(rs.service.runtime)
+        if runtime is None or runtime.kind not in ("llama.cpp", "ik_llama.cpp", "vllm"):
+            continue
+        yield from _service(spec, rs, runtime.kind, _version(spec, rs), owned(spec, rs.name))
+
+
+def _service(
+    spec: Spec, rs: ResolvedService, kind: str, build: Any, owned: Mapping[str, Any]
+) -> Iterator[Problem]:
+    tab = table(kind)
+    name = rs.name
+    args = rs.service.args
+    vllm = kind == "vllm"
+    label = "vLLM" if vllm else kind
+    i = 0
+    bare = ""  # the switch just read, for a stray value's message
+    while i < len(args):
+        arg = args[i]
+        after, bare = bare, ""
+        path = ("services", name, "args", i)
+        where = f"services.{name}.args[{i}]"
+        i += 1
+        if arg in ("", ";") or (arg.startswith("-") and " " in arg.strip()):
+            continue  # checks._args says what to write
+        if not arg.startswith("-") or _number(arg):
+            severity = FA_FORM if after.split(" ", 1)[0] in MODELLED else Severity.ERROR
+            if severity is None:
+                continue
+            yield Problem(
+                path,
+                f"{where}: {clip(arg)} is not a flag and no flag before it reads a "
+                f"value{f' ({after})' if after else ''}: {label} would refuse it; "
+                "remove it, or put the flag it belongs to before it",
+                severity,
+            )
+            continue
+        flag, eq, inline = arg.partition("=") if vllm else (arg, "", "")
+        key = flag
+        if flag.startswith("--"):
+            key = flag.replace("_", "-")
+        if key in owned or flag in owned:
+            row = tab.rows.get(key)
+            i += _arity_any(row[1], build) if row else 1
+            continue
+        row = tab.rows.get(key)
+        if row is None and vllm and not flag.startswith("--") and flag[:2] in tab.rows:
+            key, flag, eq, inline = (
+                flag[:2],
+                flag[:2],
+                "=",
+                flag[2:],
+            )  # -O3: argparse's attached value
+            row = tab.rows[key]
+        if row is None:
+            flag_shown = clip(flag)
+            close = difflib.get_close_matches(key, list(tab.rows), n=3, cutoff=0.75)
+            hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+            newest = _show(tab.newest)
+            yield Problem(
+                path,
+                f"{where}: {flag_shown} is not a {label} flag in any build layoutgen read "
+                f"(newest: {newest}){hint}",
+            )
+            continue
+        _canonical, spans = row
+        if build is None:
+            # any build: the newest form, except -fa, whose forms users meet today
+            arity = _arity_any(spans, None) if key in _FA else spans[-1].arity
+            if arity < 0 and not vllm:
+                severity = FA_FORM if key in _FA else Severity.ERROR
+                if severity is not None:
+                    yield _syntax(path, where, key, kind, spans, severity)
+                i += 1 if i < len(args) and not args[i].startswith("-") else 0
+                continue
+            if spans[-1].until is not None:
+                yield Problem(
+                    path,
+                    f"{where}: {flag} is gone from {label} since {_show(spans[-1].until)} "
+                    f"(builds {_builds(spans)}); write the build under "
+                    f"runtimes.{rs.service.runtime}.version, or remove it",
+                    Severity.WARNING,
+                )
+        else:
+            found = at(tab, spans, build)
+            if found.span is None:
+                near = min(spans, key=lambda sp: abs(_order(sp.first) - _order(build)))
+                i += min(max(near.arity, 0), len(args) - i)
+                if key in MODELLED and FA_FORM is None:
+                    continue  # a modelled flag in another build's form: see FA_FORM
+                yield Problem(
+                    path,
+                    f"{where}: {flag} is not in {label} {_show(build)} (it is in builds "
+                    f"{_builds(spans)}); remove it, or use a build that has it",
+                )
+                continue
+            if found.undated:
+                yield Problem(
+                    path,
+                    f"{where}: whether {label} {_show(build)} has {flag} is not known "
+                    f"(read in builds {_builds(spans)}; the build between two samples that "
+                    "brought or dropped it is undated): check that build's --help",
+                    Severity.WARNING,
+                )
+            arity = found.span.arity
+        if arity == 0 and build is not None:
+            bare = f"{flag} reads none in {label} {_show(build)}"
+        values = []
+        if eq:
+            values = [inline]
+        elif arity != 0:
+            want = 1 if arity < 0 else arity
+            for _ in range(want):
+                if i >= len(args):
+                    break
+                values.append(args[i])
+                i += 1
+            # argparse: nargs='+' options read on to the next option (vLLM's tables
+            # cannot always tell them apart, so any valued vLLM option may)
+            while (arity < 0 or vllm) and i < len(args) and not args[i].startswith("-"):
+                values.append(args[i])
+                i += 1
+            if len(values) < want:
+                yield Problem(
+                    path,
+                    f"{where}: {flag} reads {want} value{'s' if want > 1 else ''} and args "
+                    f"end before {'it' if want == 1 else 'them'}: {label} would refuse the "
+                    f"command; add {'its value' if want == 1 else 'them'} after it",
+                )
+                continue
+        yield from _classify(spec, rs, kind, build, path, where, key, flag, values)
+
+
+def _order(build: Any) -> float:
+    """A build as one number, to find the nearest span."""
+    if isinstance(build, tuple):
+        return float(sum(x / 1000**k for k, x in enumerate(build)))
+    return float(build)
+
+
+def _number(arg: str) -> bool:
+    return re.fullmatch(r"-[0-9.]+(e-?[0-9]+)?", arg) is not None
+
+
+def _arity_any(spans: Sequence[Span], build: Any) -> int:
+    """The values a flag reads in every build (-2: the builds differ)."""
+    arities = {sp.arity for sp in spans}
+    if len(arities) == 1:
+        return arities.pop()
+    return -2
+
+
+def _syntax(
+    path: Any, where: str, flag: str, kind: str, spans: Sequence[Span], severity: Severity
+) -> Problem:
+    forms = "; ".join(
+        f"builds {_show(sp.first)}"
+        + (f"-{_show(sp.until)}" if sp.until is not None else " on")
+        + f": {'a value' if sp.arity else 'no value'}"
+        for sp in spans
+    )
+    return Problem(
+        path,
+        f"{where}: {flag} is read differently by {kind} builds ({forms}) and the spec "
+        f"names no build: write runtimes.<id>.version (the build --version prints), or "
+        f"remove {flag} and let layoutgen render it",
+        severity,
+    )
+
+
+_FA_ON = frozenset({"on", "1", "auto", "true", "enabled", "-1"})
+_FA_OFF = frozenset({"off", "0", "false", "disabled"})
+
+
+def _classify(
+    spec: Spec,
+    rs: ResolvedService,
+    kind: str,
+    build: Any,
+    path: Any,
+    where: str,
+    key: str,
+    flag: str,
+    values: list[str],
+) -> Iterator[Problem]:
+    if kind == "vllm":
+        reason = VLLM_UNMODELLED.get(key)
+        if reason:
+            yield Problem(path, f"{where}: {flag} {reason}; layoutgen does not plan it")
+        return
+    if key in ("-fa", "--flash-attn"):
+        yield from _flash_attn(rs, kind, build, path, where, flag, values)
+        return
+    reason = UNMODELLED.get(key)
+    if reason is not None:
+        yield Problem(
+            path,
+            f"{where}: {flag}{' ' + ' '.join(values) if values else ''} changes memory or "
+            f"placement the plan does not model: {reason}",
+        )
+
+
+def _flash_attn(
+    rs: ResolvedService,
+    kind: str,
+    build: Any,
+    path: Any,
+    where: str,
+    flag: str,
+    values: list[str],
+) -> Iterator[Problem]:
+    """``-fa`` as the build reads it, against what the plan reads
+    (layoutgen.render.argv.flash_attn: the value after the last -fa, else on with
+    GPUs)."""
+    from layoutgen.render.argv import flash_attn
+
+    if not values:
+        # a bare -fa: on in the builds that read no value; the plan sees no value
+        planned = flash_attn(rs)
+        if not planned and FA_FORM is not None:
+            yield Problem(
+                path,
+                f"{where}: a bare {flag} turns flash attention on in {kind} "
+                f"{_show(build)}, and the plan reads no value from it (planned off on the "
+                f"CPU): write '{flag}' in the form the plan reads, or remove it",
+                FA_FORM,
+            )
+        return
+    value = values[0].lower()
+    if value in _FA_ON or value in _FA_OFF:
+        return
+    yield Problem(
+        path,
+        f"{where}: {flag} {clip(values[0])}: {kind}"
+        + (f" {_show(build)}" if build is not None else "")
+        + f" reads '{flag}' with a value, on, off or auto; write '{flag}', 'on' (or "
+        "'off', 'auto')",
+    )
