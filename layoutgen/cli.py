@@ -525,72 +525,77 @@ def calibrate(
     raise typer.Exit(0)
 
 
-#: the most of a pasted command line or unit file import reads
-MAX_IMPORT_BYTES = 1 << 20
 
 
 @app.command("import")
 def import_(
     source: Annotated[
-        str,
+        str | None,
         typer.Argument(
-            help="a file with a llama-server command line, a podman run line, a quadlet "
-            ".container or a systemd .service; - for stdin",
+            help="a file with a llama-server or vllm command line, a podman run line, a "
+            "quadlet .container, a systemd .service or the JSON 'podman inspect' prints; - "
+            "for stdin; a process id (what it runs, from /proc); a container's name "
+            "(podman inspect)",
+            metavar="SOURCE",
+        ),
+    ] = None,
+    shell: Annotated[
+        Path | None,
+        typer.Option(
+            "--shell",
+            help="RUN this script, with podman, docker, llama-server and vllm replaced on "
+            "PATH by recorders (nothing starts; everything else in it runs), and import "
+            "the command it would have started, after every shell expansion",
             metavar="FILE",
         ),
-    ],
+    ] = None,
+    log: Annotated[
+        Path | None,
+        typer.Option(
+            "--log",
+            help="the server's start-up log: its build line becomes the runtime's version:",
+            metavar="FILE",
+        ),
+    ] = None,
     spec: Annotated[
         Path | None,
-        typer.Option("--spec", help="name GPUs by this spec's host.gpus (CUDA order)"),
+        typer.Option(
+            "--spec", help="name GPUs by this spec's host.gpus (CDI index or UUID, CUDA order)"
+        ),
     ] = None,
     name: Annotated[str | None, typer.Option("--name", help="the service's name")] = None,
     fmt: Annotated[
         Format, typer.Option("--format", help="gcc: path:line:col lines; github: annotations")
     ] = Format.gcc,
 ) -> None:
-    """Write the spec service that reproduces a working command line (YAML on stdout)."""
-    from layoutgen.errors import LayoutgenError
-    from layoutgen.importer import SpecGpu, import_text, spec_gpus
+    """Write the spec service that reproduces a working command line (YAML on stdout).
 
-    gpus: list[SpecGpu] | None = None
-    if spec is not None:
-        try:
-            gpus = spec_gpus(spec)
-        except LayoutgenError as exc:
-            for diag in getattr(exc, "diagnostics", []) or []:
-                print(diag.github() if fmt is Format.github else diag.gcc(), file=sys.stderr)
-            if not getattr(exc, "diagnostics", None):
-                print(f"error: {exc}", file=sys.stderr)
-            raise typer.Exit(1) from None
-    label = "<stdin>" if source == "-" else source
-    try:
-        if source == "-":
-            raw = sys.stdin.buffer.read(MAX_IMPORT_BYTES + 1)
-        else:
-            with open(source, "rb") as fh:
-                raw = fh.read(MAX_IMPORT_BYTES + 1)
-    except OSError as exc:
-        print(f"error: {label}: cannot read: {exc.strerror}", file=sys.stderr)
-        raise typer.Exit(1) from None
-    if len(raw) > MAX_IMPORT_BYTES:
-        print(
-            f"error: {label}: more than {MAX_IMPORT_BYTES} bytes; not a command line",
-            file=sys.stderr,
-        )
-        raise typer.Exit(1)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        print(f"error: {label}: not UTF-8 (byte {exc.start})", file=sys.stderr)
-        raise typer.Exit(1) from None
-    try:
-        imported = import_text(text, label, gpus=gpus, name=name)
-    except LayoutgenError as exc:
+    Text that still holds shell expansions ($VAR, $(...)) is refused: import the
+    running container or process, or the script with --shell (which runs it)."""
+    from layoutgen.errors import LayoutgenError
+    from layoutgen.importer import SpecGpu, import_text, sources, spec_gpus
+
+    def fail(exc: LayoutgenError) -> typer.Exit:
         for diag in getattr(exc, "diagnostics", []) or []:
             print(diag.github() if fmt is Format.github else diag.gcc(), file=sys.stderr)
         if not getattr(exc, "diagnostics", None):
             print(f"error: {exc}", file=sys.stderr)
-        raise typer.Exit(1) from None
+        return typer.Exit(1)
+
+    try:
+        gpus: list[SpecGpu] | None = None if spec is None else spec_gpus(spec)
+        if shell is not None:
+            print(f"note: running {shell} with recorders in place of podman, docker, "
+                  "llama-server and vllm", file=sys.stderr)  # fmt: skip
+        given = sources.read(source, shell=shell, stdin=sys.stdin.buffer)
+        logged = None
+        if log is not None:
+            logged = (sources.read(str(log)).text, str(log))
+        imported = import_text(
+            given.text, given.label, gpus=gpus, name=name, log=logged, made=given.made
+        )
+    except LayoutgenError as exc:
+        raise fail(exc) from None
     for diag in imported.warnings:
         print(diag.github() if fmt is Format.github else diag.gcc(), file=sys.stderr)
     sys.stdout.write(imported.yaml)

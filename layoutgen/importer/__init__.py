@@ -34,9 +34,20 @@ def import_text(
     gpu_ids: Sequence[str] | None = None,
     name: str | None = None,
     gpus: Sequence[SpecGpu] | None = None,
+    log: tuple[str, str] | None = None,
+    made: str | None = None,
 ) -> Imported:
     """The spec fragment for the command in ``text``; raises a LayoutgenError with its location.
 
     ``gpus``: the spec's host GPUs, so that CDI devices and CUDA_VISIBLE_DEVICES
-    entries (by index or UUID) become the spec's GPU ids."""
-    return to_spec(read_command(text, source), gpu_ids=gpu_ids, name=name, gpus=gpus)
+    entries (by index or UUID) become the spec's GPU ids; ``log``: a start-up log's
+    (text, name), whose build line becomes the runtime's ``version:``; ``made``: how
+    ``text`` was made when it was read from something running (shown in the YAML)."""
+    return to_spec(
+        read_command(text, source),
+        gpu_ids=gpu_ids,
+        name=name,
+        gpus=gpus,
+        log=log,
+        made=None if made is None else (made, text),
+    )

@@ -29,7 +29,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from layoutgen.errors import Diagnostic, Severity
-from layoutgen.importer import changes
+from layoutgen.importer import build, changes
 from layoutgen.importer.cmdline import Command, UnreadableCommand, Word
 from layoutgen.importer.devices import SpecGpu, select
 from layoutgen.spec.literals import MAX_TEXT, clip
@@ -440,13 +440,17 @@ def to_spec(
     gpu_ids: Sequence[str] | None = None,
     name: str | None = None,
     gpus: Sequence[SpecGpu] | None = None,
+    log: tuple[str, str] | None = None,
+    made: tuple[str, str] | None = None,
 ) -> Imported:
     """The ``models``/``runtimes``/``services`` YAML that reproduces ``command``.
 
     ``gpu_ids``: the ids of your spec's ``host.gpus`` in CUDA order, so that
     ``CUDA<i>`` becomes ``gpu_ids[i]``; without it GPUs are named after the
     host index the command shows (``CUDA_VISIBLE_DEVICES``, a CDI device) or
-    ``gpu<i>``.
+    ``gpu<i>``.  ``gpus``: the spec's host GPUs (devices by index or UUID).
+    ``log``: a start-up log's text and name, for the build (``version:``).
+    ``made``: (how, text) when the command was read from something running.
     """
     args, warnings = parse_args(command)
     out = _Out(command)
@@ -464,7 +468,7 @@ def to_spec(
     ids = _gpu_ids(command, args, last, ngl, gpus, out)
 
     model_id, model = _model(command, last.get("model"), out)
-    runtime_id, runtime = _runtime(command, ik, out)
+    runtime_id, runtime = _runtime(command, ik, out, log)
     service = name or command.container_name or re.sub(r"[^a-z0-9-]+", "-", model_id)
     service = re.sub(r"-+", "-", service.lower()).strip("-")[:63] or "server"
 
@@ -548,7 +552,10 @@ def to_spec(
     doc["models"] = CommentedMap({model_id: model})
     doc["runtimes"] = CommentedMap({runtime_id: runtime})
     doc["services"] = CommentedMap({service: _ordered(out.svc)})
-    head = [f"imported by layoutgen from {command.source} ({command.program})", *out.notes]
+    head = [f"imported by layoutgen from {command.source} ({command.program})"]
+    if made is not None:  # message columns count in this line
+        head += [f"read from {made[0]}:", f"  {made[1].strip()}"]
+    head += out.notes
     doc.yaml_set_start_comment("\n".join(head))
     yaml = YAML()
     yaml.width = 1 << 16  # a long -ot regex stays on one line
@@ -846,15 +853,13 @@ def _host_path(command: Command, path: str, out: _Out, w: Word | None) -> str:
     return path
 
 
-def _runtime(command: Command, ik: bool, out: _Out) -> tuple[str, CommentedMap]:
+def _runtime(
+    command: Command, ik: bool, out: _Out, log: tuple[str, str] | None = None
+) -> tuple[str, CommentedMap]:
     runtime = CommentedMap()
     runtime["kind"] = "ik_llama.cpp" if ik else "llama.cpp"
     if command.image is not None:
         runtime["image"] = command.image.text
-        tag = re.search(r":(?:[a-z-]*-)?b(\d{3,5})$", command.image.text)
-        if tag:
-            runtime["version"] = tag.group(1)
-            runtime.yaml_add_eol_comment("from the image tag", "version")
     else:
         path = command.program_word.text if command.program_word else "llama-server"
         if command.program != "llama-server":
@@ -873,7 +878,38 @@ def _runtime(command: Command, ik: bool, out: _Out) -> tuple[str, CommentedMap]:
     why = "an ik_llama.cpp flag or image" if ik else "no ik_llama.cpp flag or image"
     if "kind" not in runtime.ca.items:
         runtime.yaml_add_eol_comment(why, "kind")
+    _version(command, runtime, log, out)
     return ("ik" if ik else "llamacpp"), runtime
+
+
+def _version(
+    command: Command, runtime: CommentedMap, log: tuple[str, str] | None, out: _Out
+) -> None:
+    """``version:`` from the start-up log (what ran) or the image tag; said when neither."""
+    kind = str(runtime["kind"])
+    image = command.image.text if command.image is not None else None
+    tagged = build.from_image(image, kind) if image is not None else None
+    logged = build.from_log(log[0], kind) if log is not None else None
+    if logged is not None and log is not None:
+        found, line = logged
+        if tagged is not None and tagged.version != found.version:
+            out.warn(
+                command.image,
+                f"the image tag names build {tagged.version} but the start-up log "
+                f"{log[1]}:{line} printed {found.version}: wrote the log's",
+            )
+        runtime["version"] = found.version
+        runtime.yaml_add_eol_comment(f"from the start-up log {log[1]}:{line}", "version")
+        return
+    if log is not None:
+        out.warn(None, f"{log[1]}: the log prints no build line: version not read from it")
+    if tagged is not None:
+        runtime["version"] = tagged.version
+        runtime.yaml_add_eol_comment(tagged.where, "version")
+        return
+    message = build.missing(kind, image)
+    out.warn(command.image or command.program_word, message)
+    out.notes.append(message)
 
 
 def _role_neutral(out: _Out, runtime: CommentedMap, split: bool) -> None:

@@ -1,0 +1,27 @@
+# source: ../shared/seeds/003_16079ca09d90f9ae.txt lines 25-35 and 45-58, verbatim
+OT_ARGS=""
+for i in $(seq 3 17); do
+OT_ARGS="$OT_ARGS -ot blk.$i.ffn_gate_exps=CUDA0"
+OT_ARGS="$OT_ARGS -ot blk.$i.ffn_down_exps=CUDA0"
+OT_ARGS="$OT_ARGS -ot blk.$i.ffn_up_exps=CUDA0"
+done
+for i in $(seq 74 77); do
+OT_ARGS="$OT_ARGS -ot blk.$i.ffn_gate_exps=CUDA1"
+OT_ARGS="$OT_ARGS -ot blk.$i.ffn_down_exps=CUDA1"
+OT_ARGS="$OT_ARGS -ot blk.$i.ffn_up_exps=CUDA1"
+done
+
+podman run --rm \
+--device nvidia.com/gpu=all \
+-p 8000:8000 \
+--cap-add=SYS_NICE \
+-v /mnt/data/models/models--ubergarm--GLM-5.1-GGUF:/models:ro,Z \
+registry.home.arpa/ik_llama.cpp:latest \
+-m /models/.../IQ3_KS/GLM-5.1-IQ3_KS-00001-of-00008.gguf \
+--ctx-size 65536 -ctk q8_0 -ctv q8_0 \
+--parallel 1 --threads 15 --threads-batch 24 \
+-b 8192 -ub 8192 -ngl 99 --cpu-moe \
+$OT_ARGS \
+-ger -muge -amb 512 --jinja \
+--host 0.0.0.0 --port 8000 \
+--warmup-batch --alias glm-5.1
