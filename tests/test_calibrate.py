@@ -468,3 +468,46 @@ def test_specs_calibrate_cannot_edit_are_refused_and_left_alone(tmp_path: Path) 
         result = run_cli(["calibrate", str(log), str(spec), "--service", service])
         assert (result.code, result.stderr) == (1, message), name
         assert spec.read_text() == content, name
+
+
+@pytest.mark.parametrize("odd", ["\r", "\x0b", "\x1c", "\x85", "\u2028", "\x0c"])
+def test_log_lines_end_at_newline_alone(tmp_path: Path, odd: str) -> None:
+    """A character str.splitlines() ends a line at is part of its line: after a
+    function's colon it hides the line's buffer (a '\\r' there made a bogus 'true'
+    buffer and exited 0); line numbers of later lines do not move."""
+    log = tmp_path / "start.log"
+    text = LOG_1GPU.read_text(encoding="utf-8")
+    bogus = f"llm_load_tensors:{odd}true buffer size = 5 MiB\n"
+    text = text.replace("llm_load_tensors:", bogus + "llm_load_tensors:", 1)
+    log.write_text(text, encoding="utf-8", newline="")
+    spec = copy_spec(tmp_path, "glm51.yaml")
+    result = run_cli(["calibrate", str(log), str(spec), "--service", "grandpa-1gpu"])
+    assert result.code == 0, result.stderr
+    assert load(spec)["services"]["grandpa-1gpu"]["measured"] == SEED_1GPU
+    assert read_log(log.read_text(encoding="utf-8"), "start.log") == SEED_1GPU
+
+
+def test_every_buffer_name_calibrate_writes_is_one_validate_accepts() -> None:
+    """One rule for both: what the log reader takes is what the spec schema takes."""
+    from layoutgen.spec.literals import buffer
+
+    for name in ["CUDA0", "CUDA_Host", "CPU_Mapped", "RPC0[127.0.0.1:50052]", "Vulkan1"]:
+        line = f"load_tensors: {name} model buffer size = 1.00 MiB"
+        assert read_log(line, "log") == {name: {"weights": "1.00MiB"}}
+        assert buffer(name) == name
+    for name in ["&x", "!!python/object", "{CUDA0}", "*a", "'q'", "true]", "CUDA0\\x1b"]:
+        line = f"load_tensors: {name} model buffer size = 1.00 MiB"
+        with pytest.raises(InvalidInput, match="is not one a runtime prints"):
+            read_log(line, "log")
+        with pytest.raises(ValueError):
+            buffer(name)
+
+
+@pytest.mark.parametrize("size", ["nan", "NaN", "inf", "-inf", "+Infinity", "-3.00"])
+def test_a_size_that_is_not_finite_is_an_error_at_its_line(size: str) -> None:
+    text = f"one\nllama_init_from_model:  CUDA0 compute buffer size = {size} MiB\n"
+    with pytest.raises(InvalidInput) as info:
+        read_log(text, "start.log")
+    (diag,) = info.value.diagnostics
+    assert (diag.file, diag.line, diag.col) == ("start.log", 2, 53)
+    assert "is not a size a runtime prints (a finite, non-negative number of MiB)" in diag.message

@@ -24,6 +24,7 @@ from layoutgen.errors import Diagnostic, InvalidInput, LayoutgenError, Severity
 from layoutgen.spec import source
 
 #: llama-server / llama-cli timings (common/log and tools/server print_timings)
+_SPEC_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 _PROMPT = re.compile(r"prompt eval time\s*=\s*[\d.]+ ms\s*/\s*(?P<n>\d+) tokens")
 _EVAL = re.compile(
     r"(?<!prompt )eval time\s*=\s*(?P<ms>[\d.]+) ms\s*/\s*(?P<n>\d+) (?:tokens|runs)"
@@ -47,7 +48,9 @@ def read_timings(text: str) -> list[Timing]:
     """Every decode timing in a log, in order (none: an empty list)."""
     out: list[Timing] = []
     prompt = 0
-    for number, line in enumerate(text.splitlines(), start=1):
+    # lines end at "\n" alone, as start-up logs are read (str.splitlines would also end
+    # one at "\r", "\x0b", "\x1c", U+0085, U+2028 ... and shift every line number after)
+    for number, line in enumerate(text.split("\n"), start=1):
         if m := _PROMPT.search(line):
             prompt = int(m["n"])
             continue
@@ -117,7 +120,7 @@ def fit_efficiency(log: Path, spec: Path, service: str | None) -> Fitted:
 def _with_efficiency(text: str, doc: source.Document, eta: float, log: str) -> str:
     """``text`` with ``host.efficiency: eta`` (replacing the one written, else inserted
     before host's first key, at its indent); other lines are kept byte for byte."""
-    lines = text.splitlines(keepends=True)
+    lines = _SPEC_LINE.findall(text)  # the lines doc.locate counts: CRLF, CR or LF ends one
     host = doc.plain().get("host") if isinstance(doc.plain(), dict) else None
     if not isinstance(host, dict) or not host:
         raise _error(doc.name, "the spec has no host mapping to write efficiency into")

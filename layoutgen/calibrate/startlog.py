@@ -12,7 +12,13 @@ and ``podman logs`` or journal prefixes do not matter.  Input is bounded: a
 regular file only (a FIFO or ``/dev/zero`` is refused before it is opened for
 reading), at most ``LOG_MAX`` (16 MiB) in all, lines longer than ``LINE_MAX``
 (4 KiB) stepped over without being held, sizes at most 1 PiB (10 digits, 6
-decimals: llama.cpp prints 2), buffer names printable.  Lines of the form
+decimals: llama.cpp prints 2), buffer names as validate accepts them in
+``measured`` (one rule: :data:`layoutgen.spec.literals.BUFFER`, checked before
+anything is written).  Lines end at ``\n`` alone (a CRLF's ``\r`` is dropped);
+inside a line only spaces and tabs separate words, so a ``\r``, ``\x0b``,
+``\x1c``, U+0085 or U+2028 is part of a word (a terminal's progress output),
+never a new line or a word break.  A size that is not a finite number of MiB
+(``nan``, ``inf``, ``-1``) is an error at its line.  Lines of the form
 ``<function>: <BUFFER> [<kind>] buffer size = <N> MiB`` count:
 
 - weights: ``llm_load_tensors:  CUDA_Host buffer size`` (ik_llama.cpp),
@@ -65,6 +71,7 @@ from layoutgen.errors import Diagnostic, InvalidInput, Severity
 from layoutgen.models.inputs import open_bounded, too_big
 from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp
 from layoutgen.runtimes.llama_cpp import LlamaCpp
+from layoutgen.spec.literals import BUFFER
 
 FIELDS = ("weights", "kv", "compute")
 #: Buffer name -> field -> size text as written into the spec (``14498.95MiB``).
@@ -86,13 +93,19 @@ MIB_MAX = 1 << 30
 # "name:" before the buffer (journal and podman prefixes come before it).
 # The head is matched in a window before "buffer size" (see _BEFORE), the size
 # right after it: no line, however long, costs more than a bounded search.
-_SIZE_HEAD = re.compile(r"(?P<func>[A-Za-z_]\w*):\s+(?P<words>(?:\S*[^\s:]\s+)+?)buffer size")
+# Words are separated by spaces and tabs only (see the module docstring).
+_SIZE_HEAD = re.compile(
+    r"(?P<func>[A-Za-z_][A-Za-z0-9_]*):[ \t]+(?P<words>(?:[^ \t]*[^ \t:][ \t]+)+?)buffer size"
+)
 _SIZE = re.compile(
-    r"\s*+=\s*+(?P<mib>[0-9]++(?:\.[0-9]++)?+)\s*+MiB\b"
+    r"[ \t]*+=[ \t]*+(?P<mib>[0-9]++(?:\.[0-9]++)?+)[ \t]*+MiB\b"
 )  # possessive: no backtracking
+#: what stands where a size should: a non-finite or negative one is refused at its line
+#: rather than stepped over (other words there are some other line's, and skipped)
+_NOT_A_SIZE = re.compile(r"[ \t]*+=[ \t]*+(?P<v>[-+]?[A-Za-z0-9.]{1,24}+)", re.ASCII)
+_NON_FINITE = ("nan", "inf", "infinity")
 _CLIP = frozenset({"reserve_compute_meta", "alloc_compute_meta"})
 _GPU_BUFFER = re.compile(r"^(?:(?:CUDA|ROCm|Vulkan|SYCL|MUSA|CANN|Metal)[0-9]+|RPC[0-9]+\[.+\])$")
-_BUFFER_NAME = re.compile(r"^[\x21-\x7e]{1,128}$")  # CUDA0, CUDA_Host, RPC0[HOST:PORT], ...
 _TWICE = (
     ": the log holds more than one start-up (a restarted server, or a second model such as "
     "a speculative draft); calibrate measures one: pass the log of a single start-up "
@@ -207,16 +220,28 @@ class _Reader:
 
     def _size(self, number: int, line: str, at: int) -> None:
         m = _SIZE_HEAD.search(line, max(0, at - _BEFORE), at + len("buffer size"))
-        size = _SIZE.match(line, m.end()) if m else None
-        if m is None or size is None:
+        if m is None:
             return
-        buffer, *kind = m["words"].split()
-        if not _BUFFER_NAME.match(buffer):
+        size = _SIZE.match(line, m.end())
+        if size is None:
+            odd = _NOT_A_SIZE.match(line, m.end())
+            value = odd["v"] if odd is not None else ""
+            if value.lower().lstrip("+-") in _NON_FINITE or value[:1] == "-":
+                raise self.error(
+                    number,
+                    line.index(value, m.end()) + 1,
+                    f"buffer size {shown(value)} is not a size a runtime prints (a finite, "
+                    "non-negative number of MiB); is the log damaged?",
+                )
+            return
+        buffer, *kind = re.split(r"[ \t]+", m["words"].strip(" \t"))
+        if not BUFFER.fullmatch(buffer):
             raise self.error(
                 number,
                 m.start("words") + 1,
                 f"buffer name {shown(buffer)} is not one a runtime prints (CUDA0, CUDA_Host, "
-                "CPU_Mapped, RPC0[HOST:PORT], ...); is the log damaged?",
+                "CPU_Mapped, RPC0[HOST:PORT], ...: a letter, then letters, digits and '_', "
+                "then an optional [HOST:PORT]); is the log damaged?",
             )
         field = _field(m["func"], tuple(kind))
         mib = self._mib(number, size.start("mib") + 1, size["mib"])
