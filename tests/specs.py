@@ -24,7 +24,8 @@ models:
 runtimes:
   ik:
     kind: ik_llama.cpp
-    image: registry.home.arpa/ik_llama.cpp:4327
+    image: registry.home.arpa/ik_llama.cpp:4840
+    version: "4840"
 services:
   grandpa:
     model: coder

@@ -27,7 +27,7 @@ REST = f"""\
 models:
   coder: {{path: /models/coder.gguf, profile: {PROFILE}}}
 runtimes:
-  ik: {{kind: ik_llama.cpp, image: "registry.home.arpa/ik_llama.cpp:4327"}}
+  ik: {{kind: ik_llama.cpp, image: "registry.home.arpa/ik_llama.cpp:4840", version: "4840"}}
 services:
   worker:
     model: coder

@@ -84,7 +84,9 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
             "glm": {"path": "/m/glm.gguf", "profile": str(GLM)},
             "coder": {"path": "/m/coder.gguf", "profile": str(CODER)},
         },
-        "runtimes": {"ik": {"kind": "ik_llama.cpp", "image": "localhost/ik:4327"}},
+        "runtimes": {
+            "ik": {"kind": "ik_llama.cpp", "image": "localhost/ik:4840", "version": "4840"}
+        },
         "services": services,
     }
 

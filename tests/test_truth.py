@@ -262,3 +262,57 @@ def test_the_readme_shows_the_current_table(outcomes: list[table.Outcome]) -> No
     readme = (table.ROOT / "README.md").read_text()
     expected = table.rewrite_readme(readme, table.markdown(outcomes))
     assert readme == expected, "run: make truth-table"
+
+
+@pytest.fixture(scope="module")
+def unversioned() -> list[table.Outcome]:
+    return table.evaluate_all(versions=False)
+
+
+def test_with_every_build_removed_no_device_is_under_its_log(
+    outcomes: list[table.Outcome], unversioned: list[table.Outcome]
+) -> None:
+    """Issue 30: each record's spec with its 'version:' removed, as users write it
+    (':latest' images, distro packages), is planned for every build and must book
+    each device at least as much as the run logged.  Buffer names differ between
+    epochs (a CPU layer's KV is CUDA_Host before b3990, CPU after), so host memory is
+    compared by part over all host buffers; GPU buffers by name."""
+    planned = [o for o in unversioned if o.reason is None]
+    assert len(planned) >= 35, [(o.id, o.reason) for o in unversioned if o.reason]
+    rows = list(table.rows_of(planned))
+    gpu = re.compile(r"CUDA\d+$")
+    low_compute = [
+        (o.id, r.buffer)
+        for o, r in rows
+        if r.field == "compute" and r.error is not None and r.error < -0.15
+    ]
+    assert low_compute == [], "compute under its log with the build unknown"
+    low_kv = [
+        (o.id, r.buffer)
+        for o, r in rows
+        if r.field == "kv" and gpu.match(r.buffer) and (r.error is None or r.error < -0.01)
+    ]
+    assert low_kv == [], "GPU KV under its log with the build unknown"
+    low_total = [
+        (o.id, r.buffer)
+        for o, r in rows
+        if r.field == "total" and r.error is not None and r.error < -0.01
+    ]
+    assert low_total == [], "a GPU's total under its log with the build unknown"
+    for part, limit in (("kv", 0.99), ("compute", 0.85)):
+        low_host = [
+            (o.id, o.host[part]) for o in planned if o.host[part][1] < o.host[part][0] * limit
+        ]
+        assert low_host == [], f"host {part} under its log with the build unknown"
+    # GPU weights: only the known misses the record's own build has too
+    known = {
+        (o.id, r.buffer)
+        for o, r in table.rows_of(outcomes)
+        if r.field == "weights" and r.error is not None and r.error < -0.005
+    }
+    low_weights = {
+        (o.id, r.buffer)
+        for o, r in rows
+        if r.field == "weights" and gpu.match(r.buffer) and r.error is not None and r.error < -0.005
+    }
+    assert low_weights <= known, sorted(low_weights - known)

@@ -124,6 +124,12 @@ class Runtime:
     def kind(self) -> str:
         return self.KIND
 
+    @classmethod
+    def dated_rules(cls) -> tuple[Rule, ...]:
+        """Every rule a build of this runtime is asked about (RULES and any tables of
+        its own): the builds where they flip bound the epochs of an unknown build."""
+        return cls.RULES
+
     def follows(self, name: str) -> bool:
         """Whether this build has the behaviour called ``name`` (a KeyError is a typo)."""
         return _rule(self.KIND, self.RULES, name).applies(self.version)

@@ -75,12 +75,20 @@ class Rule:
 
     def applies(self, version: Version | None) -> bool:
         """Whether a runtime of ``version`` behaves this way (no version: the newest does)."""
+        ASKED.add(self)
         if version is None:
             return True
         if version.build is not None:
             return version.build >= self.since_build
         assert version.date is not None
         return version.date >= self.since
+
+
+#: every rule asked in this process: where a plan's answers can change from one build
+#: to the next (:mod:`layoutgen.solve.builds`).  A superset of what one plan asked
+#: (cached answers were asked by whoever filled the cache), which costs solves at
+#: builds that answer alike, never a build left out.
+ASKED: set[Rule] = set()
 
 
 def rule(name: str, build: int, date: str, source: str, summary: str) -> Rule:

@@ -107,9 +107,44 @@ def solve(
     profiles: Mapping[str, Profile],
     name: str,
     heats: Mapping[str, HeatProfile] | None = None,
+    *,
+    one_argv: bool = True,
 ) -> Plan:
-    """The plan; HEATS: each model's expert heat (``models.<id>.heat``) where given."""
+    """The plan; HEATS: each model's expert heat (``models.<id>.heat``) where given.
+
+    A runtime without ``version:`` is planned for every build
+    (:mod:`layoutgen.solve.builds`); ONE_ARGV: refuse it where builds would be given
+    different flags (False: the memory plan alone, as the truth table asks)."""
+    from layoutgen.solve.builds import every_build, unknown_builds
+
+    unknown = unknown_builds(spec, services, profiles)
+    if not unknown:
+        return solve_at(spec, services, profiles, name, heats)
+    return every_build(spec, services, profiles, name, heats, unknown, one_argv=one_argv)
+
+
+#: expert layer -> GPU id, single expert tensor -> GPU id: a placement held fixed
+Pinned = tuple[Mapping[int, str], Mapping[str, str]]
+
+
+def solve_at(
+    spec: Spec,
+    services: Sequence[ResolvedService],
+    profiles: Mapping[str, Profile],
+    name: str,
+    heats: Mapping[str, HeatProfile] | None = None,
+    *,
+    pinned: Mapping[str, Pinned] | None = None,
+    room_less: Mapping[str, int] | None = None,
+    fit: bool = True,
+) -> Plan:
+    """The plan under each runtime's one set of rules (its ``version:``, else the
+    newest).  PINNED: ``experts: auto`` services whose placement is given, not filled;
+    ROOM_LESS: bytes per GPU that filling leaves free beyond its reserve; FIT=False:
+    the plan of a layout that does not fit, for its figures, instead of DoesNotFit."""
     heats = heats or {}
+    pinned = pinned or {}
+    room_less = room_less or {}
     by_name = {rs.name: rs for rs in services if rs.service.model in profiles}
     # services of a budgeted runtime (vLLM) are planned whole: solve/budgeted.py
     budgeted = {
@@ -123,7 +158,7 @@ def solve(
         if n not in budgeted
     }
     capacity = {g.id: g.vram for g in spec.host.gpus}
-    reserve = {g.id: g.reserve for g in spec.host.gpus}
+    reserve = {g.id: g.reserve + room_less.get(g.id, 0) for g in spec.host.gpus}
     # Layers split by the service's tensor_split, else each GPU's usable MiB; the argv
     # pins the same shares (-ts).
     shares_of: dict[str, tuple[float, ...]] = {
@@ -167,7 +202,13 @@ def solve(
             placed[n] = found
     for n in order:
         rs = by_name[n]
-        if isinstance(rs.experts, ExpertsAuto) and n not in budgeted:
+        if isinstance(rs.experts, ExpertsAuto) and n not in budgeted and n in pinned:
+            s = settings[n]
+            layers_at, tensors_at = pinned[n]
+            experts = {layer: s.buffer_of(g) for layer, g in layers_at.items()}
+            tensors = {t: s.buffer_of(g) for t, g in tensors_at.items()}
+            placed[n] = _service_plan(s, splits[n], experts, tensors, drafts.get(n))
+        elif isinstance(rs.experts, ExpertsAuto) and n not in budgeted:
             experts, tensors = _fill(
                 rs,
                 settings[n],
@@ -187,8 +228,9 @@ def solve(
                 raise DoesNotFit([found_bytes])
             placed[n] = _with_adapters(placed[n], found_bytes)
     problems = _fit(spec, placed, worlds, order)
-    if any(p.severity is Severity.ERROR for p in problems):
+    if fit and any(p.severity is Severity.ERROR for p in problems):
         raise DoesNotFit(problems)
+    problems = [p for p in problems if p.severity is not Severity.ERROR]
     if budgeted:
         checked, refused = start_checks(spec, placed, order)
         if refused:
@@ -640,4 +682,4 @@ def _devices(
     )
 
 
-__all__ = ["DoesNotFit", "Part", "heat_order", "scenarios", "solve"]
+__all__ = ["DoesNotFit", "Part", "Pinned", "heat_order", "scenarios", "solve", "solve_at"]

@@ -541,13 +541,17 @@ def _moving_tags(spec: Spec) -> Iterator[Problem]:
         rt = runtime.rules()
         if runtime.version is not None:
             assumed = f"build {runtime.version}'s rules ('version:')"
+            pin = "pin the image to that build's tag or digest"
         else:
-            assumed = f"the newest rules layoutgen knows ({rt.READ_FROM}), as no 'version:' says"
+            assumed = (
+                f"every build up to the newest layoutgen knows ({rt.READ_FROM}), as no "
+                "'version:' says"
+            )
+            pin = "pin the image to a build's tag or digest and write that build as 'version:'"
         yield Problem(
             ("runtimes", rid, "image"),
             f"runtimes.{rid}.image: {moving} moves, but the plan follows {assumed}; "
-            "pin the image to that build's tag or digest, so a pull cannot change the "
-            "placement under the plan",
+            f"{pin}, so a pull cannot change the placement under the plan",
             Severity.WARNING,
         )
 

@@ -47,7 +47,9 @@ def validate_file(path: Path, name: str | None = None) -> Validated:
     return validate_document(source.load(path, name))
 
 
-def validate_document(doc: source.Document) -> Validated:
+def validate_document(doc: source.Document, *, one_argv: bool = True) -> Validated:
+    """ONE_ARGV=False: a runtime without 'version:' whose builds take different flags
+    is planned all the same (the truth table compares memory, not flags)."""
     from layoutgen.spec.schema_errors import validate_mapping
 
     spec = validate_mapping(
@@ -67,7 +69,7 @@ def validate_document(doc: source.Document) -> Validated:
     if any(d.severity is Severity.ERROR for d in diagnostics):
         raise InvalidInput(diagnostics)
     try:
-        plan = solve(spec, services, profiles, doc.name, heats)
+        plan = solve(spec, services, profiles, doc.name, heats, one_argv=one_argv)
     except DoesNotFit as exc:
         raise InvalidInput(diagnostics + [doc.diagnostic(p) for p in exc.problems]) from None
     units, unrenderable = _render_checks(spec, plan, services)

@@ -162,7 +162,7 @@ host:
 models:
   m: {{path: {model}, profile: {profile}}}
 runtimes:
-  llama: {{kind: llama.cpp, binary: {runtime}}}
+  llama: {{kind: llama.cpp, binary: {runtime}, version: "b11434"}}
 services:
   oracle:
     model: m

@@ -75,6 +75,9 @@ class Outcome:
     reason: str | None  # None: expressible
     rows: tuple[Row, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: host memory that is allocated (every buffer off the GPUs but a mapped file's
+    #: span) by part, logged and planned, whatever each build names its buffers
+    host: Mapping[str, tuple[int, int]] = field(default_factory=dict)
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -306,7 +309,11 @@ def spec_for(
     experts: Mapping[str, Any],
     shares: list[float],
     overrides: list[dict[str, str]] | None = None,
+    *,
+    versions: bool = True,
 ) -> dict[str, Any]:
+    """The spec of RECORD's run; VERSIONS=False: without its build, as a user who
+    does not know it writes it (planned for every build)."""
     s = record.get("settings") or {}
     n_gpus = len(shares)
     low = min((x for x in shares if x > 0), default=1.0)
@@ -335,7 +342,7 @@ def spec_for(
     runtime: dict[str, Any] = {"kind": record["runtime"], "binary": "/opt/runtime/llama-server"}
     if record.get("blas"):
         runtime["blas"] = True
-    if (v := version(record)) is not None:
+    if versions and (v := version(record)) is not None:
         runtime["version"] = v
     logged = record.get("logged") or ""
     if m := re.search(r"n_copies\s*=\s*([0-9]+)", logged):
@@ -391,10 +398,12 @@ def _solve(spec: dict[str, Any], tmp: Path, name: str) -> Any:
     path = tmp / f"{name}.yaml"
     with path.open("w") as f:
         W(typ="safe", pure=True).dump(spec, f)
-    return validate_document(source.load(path, str(path)))
+    # memory, not flags: a record whose build is unknown is planned for every build
+    # even where builds would take different flags (layoutgen.solve.builds)
+    return validate_document(source.load(path, str(path)), one_argv=False)
 
 
-def evaluate(path: Path, tmp: Path) -> Outcome:
+def evaluate(path: Path, tmp: Path, *, versions: bool = True) -> Outcome:
     record = load(path)
     model = record.get("model") or {}
     head = {
@@ -448,6 +457,9 @@ def evaluate(path: Path, tmp: Path) -> Outcome:
         profile_path.write_text(dump_profile(profile))
         shares = _shares(record, len(gpu_buffers))
         names = [t.name for t in profile.tensors()]
+        # the first pass turns the record's literal command (its -ot rules, its GPUs'
+        # shares) into a spec under the build it ran; only the plan of that spec is
+        # then made without the build (VERSIONS=False): the spec is the same either way
         first = spec_for(record, profile_path, {"mode": "gpu"}, shares)
         layer_gpu: dict[int, str] = {}
         if gpu_buffers:
@@ -462,7 +474,7 @@ def evaluate(path: Path, tmp: Path) -> Outcome:
             gpu_of = {buf: dev for buf, dev in plan.device_of.items()}
             layer_gpu = {n: gpu_of[b] for n, b in plan.layer_buffer.items()}
         experts, overrides = placement(record, names, layer_gpu, len(gpu_buffers))
-        spec = spec_for(record, profile_path, experts, shares, overrides)
+        spec = spec_for(record, profile_path, experts, shares, overrides, versions=versions)
         result = _solve(spec, tmp, record["id"])
     except synth.NotExpressible as exc:
         return Outcome(**head, reason=str(exc))
@@ -496,12 +508,28 @@ def evaluate(path: Path, tmp: Path) -> Outcome:
             rows.append(Row(buf, "total", logged_total, planned_total))
     extra = sorted(b for b, p in sp.buffers.items() if b not in logged and p.kv + p.compute)
     notes = tuple(f"planned {b} is not in the log" for b in extra)
-    return Outcome(**head, reason=None, rows=tuple(rows), notes=notes)
+    host = {
+        f: (
+            sum(
+                fields.get(f, 0)
+                for buf, fields in logged.items()
+                if not _GPU.match(buf) and not buf.startswith("CUDA_Split") and "Mapped" not in buf
+            ),
+            sum(
+                getattr(part, f)
+                for buf, part in sp.buffers.items()
+                if sp.device_of[buf] == "host" and "Mapped" not in buf
+            ),
+        )
+        for f in ("weights", "kv", "compute")
+    }
+    return Outcome(**head, reason=None, rows=tuple(rows), notes=notes, host=host)
 
 
-def evaluate_all() -> list[Outcome]:
+def evaluate_all(*, versions: bool = True) -> list[Outcome]:
+    """Every record planned; VERSIONS=False: each with its build removed."""
     with tempfile.TemporaryDirectory() as tmp:
-        return [evaluate(p, Path(tmp)) for p in records()]
+        return [evaluate(p, Path(tmp), versions=versions) for p in records()]
 
 
 # ---- summary ---------------------------------------------------------------------

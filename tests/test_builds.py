@@ -1,0 +1,138 @@
+"""Unknown build = every build (layoutgen.solve.builds, issue 30).
+
+A runtime without ``version:`` is planned under each epoch of its dated rules
+(the spans of builds that answer every rule the plan asks alike): one expert
+placement for all, each device booked at its largest, refused where any epoch
+does not fit or where builds would be given different flags.  Seed 001's
+layouts are the cases: their logs ran on ik_llama.cpp build 4357, whose rules
+count ``--n-cpu-moe`` from blk.0, which build 4797 turned around.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from layoutgen.runtimes.base import Runtime
+from layoutgen.runtimes.rules import ASKED, rule
+from layoutgen.solve import builds
+from layoutgen.solve.solver import DoesNotFit, solve, solve_at
+from layoutgen.spec.schema import Spec
+from layoutgen.spec.validate import Validated, validate_file
+
+from conftest import run_cli
+
+LAYOUTS = Path(__file__).resolve().parents[1] / "layouts"
+MiB = 1 << 20
+
+
+def _unversioned(spec: Spec) -> Spec:
+    rts = {rid: r.model_copy(update={"version": None}) for rid, r in spec.runtimes.items()}
+    return spec.model_copy(update={"runtimes": rts})
+
+
+def _example(name: str) -> Validated:
+    return validate_file(LAYOUTS / name)
+
+
+def test_epochs_split_only_at_the_rules_a_plan_asked() -> None:
+    asked = rule("t-asked", 200, "2025-01-02", "test", "asked")
+    later = rule("t-later", 300, "2025-01-03", "test", "asked too")
+    never = rule("t-never", 250, "2025-01-04", "test", "never asked")
+
+    class Fake(Runtime):
+        KIND = "fake"
+        RULES = (asked, never, later)
+
+    rt = Fake()
+    ASKED.discard(never)
+    assert builds.epochs(rt) == [builds.Epoch(None, None)] or asked not in ASKED
+    asked.applies(None)
+    later.applies(None)
+    assert builds.epochs(rt) == [
+        builds.Epoch(None, 199),
+        builds.Epoch(200, 299),
+        builds.Epoch(300, None),
+    ]
+    # each epoch is solved at a build inside it; the newest with the newest rules
+    assert [e.build for e in builds.epochs(rt)] == [199, 200, None]
+    assert builds.Epoch(200, 299).label(rt) == "builds b200-b299"
+
+
+def test_n_cpu_moe_is_planned_both_ways_when_the_build_is_unknown() -> None:
+    """Seed 001's --n-cpu-moe 64 ran blk.64-77 on the GPU (build 4357); from build
+    4797 the same flag keeps blk.0-63's complement, 3-13, there.  Without a
+    version both placements are shown and the GPU is booked for the larger."""
+    v = _example("glm51-4-n-cpu-moe-64-1gpu.yaml")
+    spec = _unversioned(v.spec)
+    plan = solve(spec, v.services, v.profiles, "seed001-4", one_argv=False)
+    said = " ".join(plan.warnings)
+    assert "builds up to 4796: experts gpu1 64-77" in said, said
+    assert "builds from 4797: experts gpu1 3-13" in said, said
+    epochs = plan.runtimes["ik_llama"]["epochs"]
+    assert isinstance(epochs, list) and len(epochs) > 2
+    gpu1 = plan.device("gpu1").used
+    # at least what the seed's own build needs, and what every epoch needs
+    assert gpu1 >= v.plan.device("gpu1").used
+    assert all(gpu1 >= e["devices"].get("gpu1", 0) for e in epochs)
+    assert plan.runtimes["ik_llama"]["rules"] == "every build"
+
+
+def test_the_oom_of_n_cpu_moe_58_is_refused_without_a_version(tmp_path: Path) -> None:
+    """The command that died with 'cudaMalloc failed: out of memory' (seed 001)
+    validated when the newest rules alone planned it (they put blk.3-22 on the
+    GPU, not blk.58-77); every build's plan refuses it, naming the builds."""
+    text = (LAYOUTS / "invalid" / "glm51-n-cpu-moe-58-1gpu.yaml").read_text()
+    text = re.sub(r'\n\s*version: "4357"\n', "\n", text)
+    text = text.replace("profile: ../models/", f"profile: {LAYOUTS}/models/")
+    assert 'version: "4357"' not in text
+    spec = tmp_path / "n58.yaml"
+    spec.write_text(text)
+    result = run_cli(["validate", str(spec)])
+    assert result.code == 1, result.stdout
+    assert "does not fit GPU gpu1" in result.stdout
+    assert "names no build" in result.stdout and "up to 4796" in result.stdout
+
+
+def test_flags_builds_read_differently_are_an_error_naming_each(tmp_path: Path) -> None:
+    v = _example("glm51-4-n-cpu-moe-64-1gpu.yaml")
+    with pytest.raises(DoesNotFit) as caught:
+        solve(_unversioned(v.spec), v.services, v.profiles, "seed001-4")
+    message = str(caught.value)
+    assert "runtimes.ik_llama: no 'version:'" in message
+    # ik took a bare -fa until build 3988 and -fa on/off from 3989 (its default
+    # flash attention came on at 3928)
+    assert "builds up to 3927: '-fa'" in message
+    assert "builds from 3989: '-fa on'" in message
+
+
+def test_auto_experts_fit_under_every_epoch() -> None:
+    """Seed 001's final layout fills both GPUs with GLM experts; builds before 3745
+    need 3-4 GiB more compute on each, so without a version the fill leaves room
+    for them: every epoch's plan of the one placement fits every device."""
+    v = _example("familiar-final.yaml")
+    spec = _unversioned(v.spec)
+    plan = solve(spec, v.services, v.profiles, "familiar", one_argv=False)
+    limit = {d.id: d.capacity - d.reserve for d in plan.devices}
+    for rid, assumed in plan.runtimes.items():
+        for e in assumed.get("epochs", []):  # type: ignore[union-attr]
+            for dev, used in e["devices"].items():
+                assert used <= limit[dev], (rid, e["builds"], dev, used, limit[dev])
+    assert all(d.free >= 0 for d in plan.devices)
+    # one placement: the rendered argv is the same whichever build runs it
+    grandpa = plan.service("grandpa")
+    versioned = v.plan.service("grandpa")
+    moved = sum(len(x) for d, x in grandpa.expert_layers.items() if d != "host")
+    before = sum(len(x) for d, x in versioned.expert_layers.items() if d != "host")
+    assert moved <= before
+
+
+def test_a_written_version_is_planned_by_its_rules_alone() -> None:
+    v = _example("glm51-4-n-cpu-moe-64-1gpu.yaml")
+    plan = solve(v.spec, v.services, v.profiles, "seed001-4")
+    assert plan == solve_at(v.spec, v.services, v.profiles, "seed001-4")
+    assert "epochs" not in plan.runtimes["ik_llama"]
+    assert not any("no 'version:'" in w for w in plan.warnings)
+    assert plan.service("grandpa").expert_layers["gpu1"] == tuple(range(64, 78))
