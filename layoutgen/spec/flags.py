@@ -284,6 +284,15 @@ VLLM_UNMODELLED: Mapping[str, str] = {
 #: (tests/test_flags.py runs the check at ERROR)
 FA_FORM: Severity | None = None
 _FA = ("-fa", "--flash-attn")
+#: modelled flags whose form or presence changed from build to build, which the truth
+#: table writes in the newest form whatever the build (reported as FA_FORM says)
+_FORMS = frozenset(
+    {
+        *_FA,
+        *("-fmoe", "--fused-moe", "-no-fmoe", "--no-fused-moe"),
+        *("-mla", "--mla-use", "-amb", "--attention-max-batch"),
+    }
+)
 
 
 def flash_attn_args(kind: str, build: int | None, on: bool) -> list[str] | None:
@@ -434,6 +443,8 @@ def _service(
     label = "vLLM" if vllm else kind
     i = 0
     bare = ""  # the switch just read, for a stray value's message
+    #: flags seen in the oldest build read, which the spec's older build may lack
+    older: list[tuple[Any, str]] = []
     while i < len(args):
         arg = args[i]
         after, bare = bare, ""
@@ -443,7 +454,7 @@ def _service(
         if arg in ("", ";") or (arg.startswith("-") and " " in arg.strip()):
             continue  # checks._args says what to write
         if not arg.startswith("-") or _number(arg):
-            severity = FA_FORM if after.split(" ", 1)[0] in MODELLED else Severity.ERROR
+            severity = FA_FORM if after.split(" ", 1)[0] in _FORMS else Severity.ERROR
             if severity is None:
                 continue
             yield Problem(
@@ -471,6 +482,14 @@ def _service(
                 flag[2:],
             )  # -O3: argparse's attached value
             row = tab.rows[key]
+        if row is None and not vllm and "=" in flag and flag.split("=", 1)[0] in tab.rows:
+            name_, value_ = flag.split("=", 1)
+            yield Problem(
+                path,
+                f"{where}: {clip(flag)}: {label} reads a flag's value from the next "
+                f"argument, not after '='; write {name_!r}, {clip(value_)}",
+            )
+            continue
         if row is None:
             flag_shown = clip(flag)
             close = difflib.get_close_matches(key, list(tab.rows), n=3, cutoff=0.75)
@@ -505,7 +524,7 @@ def _service(
             if found.span is None:
                 near = min(spans, key=lambda sp: abs(_order(sp.first) - _order(build)))
                 i += min(max(near.arity, 0), len(args) - i)
-                if key in MODELLED and FA_FORM is None:
+                if key in _FORMS and FA_FORM is None:
                     continue  # a modelled flag in another build's form: see FA_FORM
                 yield Problem(
                     path,
@@ -513,7 +532,9 @@ def _service(
                     f"{_builds(spans)}); remove it, or use a build that has it",
                 )
                 continue
-            if found.undated:
+            if found.undated and tab.samples and build < tab.samples[0]:
+                older.append((path, flag))
+            elif found.undated:
                 yield Problem(
                     path,
                     f"{where}: whether {label} {_show(build)} has {flag} is not known "
@@ -548,6 +569,16 @@ def _service(
                 )
                 continue
         yield from _classify(spec, rs, kind, build, path, where, key, flag, values)
+    if older:
+        assert tab.samples is not None
+        yield Problem(
+            older[0][0],
+            f"services.{name}.args: {label} {_show(build)} is older than the oldest build "
+            f"whose flags layoutgen read ({_show(tab.samples[0])}), so whether it has "
+            + ", ".join(dict.fromkeys(f for _p, f in older))
+            + " is not known: check them against that build's --help",
+            Severity.WARNING,
+        )
 
 
 def _order(build: Any) -> float:
