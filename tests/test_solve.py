@@ -262,3 +262,32 @@ def test_services_that_fit_alone_but_not_together_name_the_largest_share(
     chat, embed = _mib(line, "shares: chat"), _mib(line, ", embed")
     assert chat + embed == need > room
     assert embed < chat <= room  # each fits alone; the larger share is named
+
+
+def test_threads_are_counted_for_services_that_run_together(tmp_path: Path) -> None:
+    """Issue 31: twelve alternatives that never run together (each conflicts with
+    every other) ask for 8 threads each, not 96; two that run together and ask for
+    more than the host has are still warned about, by name."""
+    from specs import VALID, write
+
+    head = VALID.split("services:\n")[0] + "services:\n"
+    names = [f"alt{i:02d}" for i in range(12)]
+
+    def service(name: str, port: int, threads: int, conflicts: list[str]) -> str:
+        return (
+            f"  {name}:\n    model: coder\n    runtime: ik\n    role: batch\n"
+            f"    port: {port}\n    ctx: 4096\n    threads: {threads}\n"
+            + (f"    conflicts: [{', '.join(conflicts)}]\n" if conflicts else "")
+        )
+
+    alternatives = head + "".join(
+        service(n, 8100 + i, 8, [o for o in names if o != n]) for i, n in enumerate(names)
+    )
+    result = run_cli(["validate", str(write(tmp_path, alternatives, "alt.yaml"))])
+    assert result.code == 0, result.stdout
+    assert "threads" not in result.stdout, result.stdout
+
+    together = head + service("a", 8100, 20, []) + service("b", 8101, 20, [])
+    result = run_cli(["validate", str(write(tmp_path, together, "both.yaml"))])
+    assert result.code == 0, result.stdout
+    assert "host.cpu.threads: services ask for 40 threads in all" in result.stdout

@@ -578,18 +578,26 @@ def _fit(
                     _shortfall(culprit, dev, bufs, need, cap, res, parts, alone=own),
                 )
             )
-    threads = sum(spec.services[n].threads or 0 for n in spec.services)
+    # threads of the services that run at once (conflicting ones never do)
+    asked = {n: spec.services[n].threads or 0 for n in spec.services}
+    together = worlds.worst(asked)
+    threads = sum(v for n, v in asked.items() if n in together)
     if threads > spec.host.cpu.threads:
+        who = "services" if len(together) == len(asked) else f"services {_names(together)}"
         problems.append(
             Problem(
                 ("host", "cpu", "threads"),
-                f"host.cpu.threads: services ask for "
-                f"{threads} threads in all, more than the host's "
-                f"{spec.host.cpu.threads}; they will compete for cores",
+                f"host.cpu.threads: {who} ask for {threads} threads in all, running "
+                f"together, more than the host's {spec.host.cpu.threads}; they will "
+                "compete for cores",
                 Severity.WARNING,
             )
         )
     return problems
+
+
+def _names(names: Iterable[str]) -> str:
+    return ", ".join(sorted(names))
 
 
 def _culprits(
