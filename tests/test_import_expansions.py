@@ -117,7 +117,7 @@ def test_validate_refuses_expansions_in_args_located(tmp_path: Path) -> None:
         "%h; layoutgen writes args so that systemd expands nothing, so the server would "
         "receive %h itself: write the value it stands for"
     ) in out.splitlines()
-    assert out.count("error:") == 3
+    assert out.count(" holds the ") == 3  # one per item (closed-world flag checks may add more)
 
 
 @pytest.mark.parametrize("arg", ["`id`", "${HOME}", "x$Y", "$@"])

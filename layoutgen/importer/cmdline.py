@@ -48,6 +48,9 @@ _ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _WINDOWS_PATH = re.compile(r"(?:[A-Za-z]:|\.{1,2})\\")
 _PLACEHOLDER = re.compile(r"<[^\s<>|;&'\"]+>(?=[\s]|$)")
 _REDIRECT = re.compile(r"\d*(?:>>|>&|<&|&>|>\||<<|>|<)")
+#: characters a word takes as they are (quotes, escapes, expansions and word ends aside)
+_SHELL_RUN = re.compile(r"[^\s'\"\\$`|&;<>]+")
+_UNIT_RUN = re.compile(r"[^\s'\"\\$`]+")
 _ARITH = re.compile(r"\s*\d+(?:\s*[-+*]\s*\d+)*\s*")
 
 
@@ -219,7 +222,13 @@ class _Lexer:
         raws: list[str] = []
         if windows:
             notes.append("backslashes kept: a Windows path, which sh would have unescaped")
+        run = _UNIT_RUN if self.unit else _SHELL_RUN
         while i < stop and text[i] not in ends:
+            m = run.match(text, i, stop)
+            if m is not None:  # a run of ordinary characters, taken at once
+                parts.append(m.group())
+                i = m.end()
+                continue
             c = text[i]
             if c == "'":
                 close = text.find("'", i + 1)
