@@ -251,6 +251,7 @@ VLLM_UNMODELLED: Mapping[str, str] = {
     ),
     **dict.fromkeys(
         (
+            "--optimization-level",
             "--max-seq-len-to-capture",
             "--cuda-graph-sizes",
             "--compilation-config",
@@ -284,6 +285,7 @@ VLLM_UNMODELLED: Mapping[str, str] = {
 #: (tests/test_flags.py runs the check at ERROR)
 FA_FORM: Severity | None = None
 _FA = ("-fa", "--flash-attn")
+_UNKNOWN = "\0unknown"
 #: modelled flags whose form or presence changed from build to build, which the truth
 #: table writes in the newest form whatever the build (reported as FA_FORM says)
 _FORMS = frozenset(
@@ -369,20 +371,28 @@ class Where:
 
 
 def at(tab: Table, spans: Sequence[Span], build: Any) -> Where:
-    """Which span (if any) holds ``build``; ``undated`` where the samples cannot say."""
-    for sp in spans:
-        if sp.first <= build and (sp.until is None or build < sp.until):
-            return Where(sp)
+    """Which span (if any) holds ``build``; ``undated`` where the samples cannot say.
+
+    Every build read (ik_llama.cpp): a span holds the builds from its first to before
+    its until.  Sampled builds (llama.cpp, vLLM): a span surely holds the builds from
+    its first sample to the last sample that still had the flag; a build between the
+    sample before ``first`` and ``first`` (any build older than the oldest sample), or
+    between that last sample and ``until``, is undated."""
     if tab.samples is None:
+        for sp in spans:
+            if sp.first <= build and (sp.until is None or build < sp.until):
+                return Where(sp)
         return Where(None)
+    for sp in spans:
+        last = None if sp.until is None else tab.previous_sample(sp.until)
+        if sp.first <= build and (last is None or build <= last):
+            return Where(sp)
     for sp in spans:
         before = tab.previous_sample(sp.first)
         if build < sp.first and (before is None or build > before):
             return Where(sp, undated=True)
-        if sp.until is not None and build >= sp.until:
-            last = tab.previous_sample(sp.until)
-            if build > last:
-                return Where(sp, undated=True)
+        if sp.until is not None and tab.previous_sample(sp.until) < build < sp.until:
+            return Where(sp, undated=True)
     return Where(None)
 
 
@@ -390,14 +400,22 @@ def _show(build: Any) -> str:
     return ".".join(map(str, build)) if isinstance(build, tuple) else str(build)
 
 
-def _builds(spans: Sequence[Span]) -> str:
+def _builds(tab: Table, spans: Sequence[Span]) -> str:
+    """Where a flag is, as exactly as the table knows: "builds 4378 on" (every build
+    read), or for sampled builds "read in builds 10502-11434 (not in 10001)"."""
     parts = []
     for sp in spans:
-        if sp.until is None:
-            parts.append(f"{_show(sp.first)} on")
-        else:
-            parts.append(f"{_show(sp.first)} to before {_show(sp.until)}")
-    return ", ".join(parts)
+        if tab.samples is None:
+            end = " on" if sp.until is None else f"-{_show(sp.until - 1)}"
+            parts.append(f"builds {_show(sp.first)}{end}")
+            continue
+        last = tab.samples[-1] if sp.until is None else tab.previous_sample(sp.until)
+        before = tab.previous_sample(sp.first)
+        text = f"read in builds {_show(sp.first)}-{_show(last)}"
+        notes = [f"not in {_show(before)}"] if before is not None else []
+        notes += [f"gone by {_show(sp.until)}"] if sp.until is not None else []
+        parts.append(text + (f" ({', '.join(notes)})" if notes else ""))
+    return "; ".join(parts)
 
 
 def flash_attn_default(kind: str, build: int | None) -> bool | None:
@@ -454,6 +472,8 @@ def _service(
         if arg in ("", ";") or (arg.startswith("-") and " " in arg.strip()):
             continue  # checks._args says what to write
         if not arg.startswith("-") or _number(arg):
+            if after == _UNKNOWN:
+                continue  # the value of an unknown flag: refused with the flag
             severity = FA_FORM if after.split(" ", 1)[0] in _FORMS else Severity.ERROR
             if severity is None:
                 continue
@@ -473,6 +493,13 @@ def _service(
             row = tab.rows.get(key)
             i += _arity_any(row[1], build) if row else 1
             continue
+        if vllm and key.startswith("-O"):
+            # FlexibleArgumentParser: -O3, -O=3, -O 3 (--optimization-level, or -O itself
+            # in older releases): the compilation level
+            yield Problem(path, f"{where}: {clip(flag)} {VLLM_UNMODELLED['-O']}")
+            if key == "-O" and i < len(args) and not args[i].startswith("-"):
+                i += 1
+            continue
         row = tab.rows.get(key)
         if row is None and vllm and not flag.startswith("--") and flag[:2] in tab.rows:
             key, flag, eq, inline = (
@@ -490,7 +517,11 @@ def _service(
                 f"argument, not after '='; write {name_!r}, {clip(value_)}",
             )
             continue
+        if row is None and vllm and "." in key and key.split(".", 1)[0] in tab.rows:
+            key = flag = key.split(".", 1)[0]  # --compilation-config.level 3: one field
+            row = tab.rows[key]
         if row is None:
+            bare = _UNKNOWN
             flag_shown = clip(flag)
             close = difflib.get_close_matches(key, list(tab.rows), n=3, cutoff=0.75)
             hint = f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
@@ -515,7 +546,7 @@ def _service(
                 yield Problem(
                     path,
                     f"{where}: {flag} is gone from {label} since {_show(spans[-1].until)} "
-                    f"(builds {_builds(spans)}); write the build under "
+                    f"({_builds(tab, spans)}); write the build under "
                     f"runtimes.{rs.service.runtime}.version, or remove it",
                     Severity.WARNING,
                 )
@@ -528,8 +559,8 @@ def _service(
                     continue  # a modelled flag in another build's form: see FA_FORM
                 yield Problem(
                     path,
-                    f"{where}: {flag} is not in {label} {_show(build)} (it is in builds "
-                    f"{_builds(spans)}); remove it, or use a build that has it",
+                    f"{where}: {flag} is not in {label} {_show(build)} ("
+                    f"{_builds(tab, spans)}); remove it, or use a build that has it",
                 )
                 continue
             if found.undated and tab.samples and build < tab.samples[0]:
@@ -538,7 +569,7 @@ def _service(
                 yield Problem(
                     path,
                     f"{where}: whether {label} {_show(build)} has {flag} is not known "
-                    f"(read in builds {_builds(spans)}; the build between two samples that "
+                    f"({_builds(tab, spans)}; the build between two samples that "
                     "brought or dropped it is undated): check that build's --help",
                     Severity.WARNING,
                 )
