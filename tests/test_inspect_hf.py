@@ -1077,3 +1077,83 @@ def test_an_index_error_comes_before_a_name_error_in_the_same_shard(tmp_path: Pa
         "decoder's layers"
     )
     assert [outcome(d, jobs) for jobs in [1, *JOBS]] == [name_error] * 4
+
+
+# -- issue 31: inspect refuses what validate would, loops, and headers too big to parse
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"hidden_size": 0}, "key 'hidden_size' is 0; expected a whole number from 1 to 16777215"),
+        (
+            {"num_attention_heads": 0},
+            "key 'num_attention_heads' is 0; expected a whole number from 1 to 65536",
+        ),
+        (
+            {"num_key_value_heads": 0},
+            "key 'num_key_value_heads' is 0; expected a whole number from 1 to 65536",
+        ),
+        ({"head_dim": 0}, "key 'head_dim' is 0; expected a whole number from 1 to 16777215"),
+        ({"vocab_size": 0}, "key 'vocab_size' is 0; expected a whole number from 1 to 16777215"),
+        (
+            {"architectures": []},
+            "key 'architectures' is []; expected a list of model class names, "
+            'e.g. ["LlamaForCausalLM"]',
+        ),
+        (
+            {"torch_dtype": "float128"},
+            "key 'torch_dtype' is 'float128'; expected one of bfloat16, float16, float32, "
+            "half, float",
+        ),
+    ],
+)
+def test_a_config_validate_would_refuse_is_refused_by_inspect(
+    tmp_path: Path, change: dict[str, Any], message: str
+) -> None:
+    """Each of these wrote a profile that validate then refused (or sized with 0)."""
+    d = checkpoint(tmp_path / "m", LLAMA | change, llama_tensors())
+    assert one_line_error(d) == f"{d / 'config.json'}: {message}"
+    assert not (tmp_path / "m.yaml").exists()
+
+
+def test_a_dense_config_s_zero_experts_are_no_experts(tmp_path: Path) -> None:
+    d = checkpoint(tmp_path / "m", LLAMA | {"num_experts": 0}, llama_tensors())
+    profile = inspect(d)
+    assert profile.hparams.n_expert is None
+    (tmp_path / "p.yaml").write_text(dump_profile(profile))
+    load_profile(tmp_path / "p.yaml")  # validate accepts what inspect wrote
+
+
+def test_symbolic_link_loops_are_one_line_errors(tmp_path: Path) -> None:
+    d = tmp_path / "m"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps(LLAMA))
+    (d / "model.safetensors").symlink_to(d / "model.safetensors")
+    assert one_line_error(d) == (
+        f"{d / 'model.safetensors'}: a loop of symbolic links (or links too deep to follow); "
+        "point it at the file itself"
+    )
+    (d / "model.safetensors").unlink()
+    (d / "a").symlink_to(d / "b")
+    (d / "b").symlink_to(d / "a")
+    (d / "model.safetensors").symlink_to(d / "a")
+    assert one_line_error(d).startswith(f"{d / 'model.safetensors'}: a loop of symbolic links")
+
+
+def test_a_header_with_more_tensors_than_a_profile_holds_is_refused_before_parsing(
+    tmp_path: Path,
+) -> None:
+    """Counted while read (every tensor has two lists), refused at the chunk where the
+    count passes 100,000: the JSON (~700 bytes a tensor parsed) is never built."""
+    n = 250_000
+    entry = '"model.layers.0.x{i}.weight":{{"dtype":"F32","shape":[4],"data_offsets":[{a},{b}]}}'
+    raw = "{" + ",".join(entry.format(i=i, a=16 * i, b=16 * i + 16) for i in range(n)) + "}"
+    d, path = single(tmp_path, raw.encode(), 16 * n)
+    message = one_line_error(d)
+    assert message.startswith(
+        f"{path}: the header lists more than 100000 tensors (more than 200000 '[' in its first "
+    )
+    assert message.endswith(" bytes); a profile holds at most 100000")
+    read = int(message.split("in its first ")[1].split(" bytes")[0])
+    assert read < len(raw) // 2  # refused well before the end of the header

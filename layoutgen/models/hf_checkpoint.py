@@ -229,16 +229,28 @@ def _shard(
     return (header.file_size, odd, error, groups, singles, deepest, len(header.tensors))
 
 
+def _resolve(path: Path, shown: str) -> Path:
+    """``path`` with every symbolic link followed; a loop (Python 3.11 raises
+    RuntimeError, later ones OSError) is a one-line error, not a traceback."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):
+        raise SafetensorsError(
+            f"{shown}: a loop of symbolic links (or links too deep to follow); "
+            "point it at the file itself"
+        ) from None
+
+
 def _allowed(root: Path) -> tuple[Path, ...]:
     """Where files may resolve: the directory, and a Hugging Face cache's blobs/."""
-    real = root.resolve()
+    real = _resolve(root, str(root))
     if real.parent.name == "snapshots":
         return real, real.parent.parent / "blobs"
     return (real,)
 
 
 def _inside(path: Path, shown: str, allowed: tuple[Path, ...]) -> None:
-    real = path.resolve()
+    real = _resolve(path, shown)
     if not any(real.is_relative_to(a) for a in allowed):
         raise SafetensorsError(
             f"{shown}: is a symbolic link to {ascii(str(real))[1:-1]}, outside the model "
@@ -376,7 +388,7 @@ def _hparams_validator() -> None:
 
 
 def _name(root: Path) -> str:
-    real = root.resolve()
+    real = _resolve(root, str(root))
     name = real.name
     if real.parent.name == "snapshots":  # the Hugging Face cache: models--org--name
         name = real.parent.parent.name.removeprefix("models--").replace("--", "/")

@@ -47,7 +47,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from layoutgen.models.profile import MAX_LAYERS, MAX_MANY, MAX_TOKENS, MAX_WIDTH
+from layoutgen.models.profile import MAX_LAYERS, MAX_MANY, MAX_TOKENS, MAX_WIDTH, TORCH_DTYPES
 from layoutgen.models.safetensors_header import SafetensorsError
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
@@ -113,6 +113,30 @@ class _Config:
         missing.append(keys[0])
         return None
 
+    def dtype(self, value: Any) -> str | None:
+        """torch_dtype: one vLLM sizes a KV cache "auto" by (the profile's rule)."""
+        name = self.name("torch_dtype", value)
+        if name is not None and name.lower() not in TORCH_DTYPES:
+            raise SafetensorsError(
+                f"{self.where}: key 'torch_dtype' is {ascii(name)[:40]}; expected one of "
+                f"{', '.join(TORCH_DTYPES)}"
+            )
+        return name
+
+    def architectures(self, value: Any) -> None:
+        """vLLM picks the model class from ``architectures``: a present one names one."""
+        if value is None:
+            return
+        if (
+            type(value) is not list
+            or not value
+            or not all(isinstance(v, str) and _NAME.match(v) for v in value)
+        ):
+            raise SafetensorsError(
+                f"{self.where}: key 'architectures' is {ascii(value)[:60]}; expected a "
+                'list of model class names, e.g. ["LlamaForCausalLM"]'
+            )
+
     def name(self, key: str, value: Any) -> str | None:
         if value is None:
             return None
@@ -137,32 +161,35 @@ def facts(config: dict[str, Any], where: str) -> ConfigFacts:
     top = out.n_hidden or MAX_LAYERS
     nextn = c.whole(("num_nextn_predict_layers", "mtp_num_hidden_layers"), 0, MAX_LAYERS, [])
     out.nextn_max = nextn or 0
-    f["n_embd"] = c.whole(("hidden_size",), 0, MAX_WIDTH, miss)
-    f["n_head"] = c.whole(("num_attention_heads",), 0, MAX_MANY, miss)
-    f["n_head_kv"] = c.whole(("num_key_value_heads",), 0, MAX_MANY, [])
+    # widths and head counts are at least 1: a 0 would plan a zero-byte cache (or divide
+    # by zero), and validate refuses such a profile; inspect refuses the config first
+    f["n_embd"] = c.whole(("hidden_size",), 1, MAX_WIDTH, miss)
+    f["n_head"] = c.whole(("num_attention_heads",), 1, MAX_MANY, miss)
+    f["n_head_kv"] = c.whole(("num_key_value_heads",), 1, MAX_MANY, [])
     if f["n_head_kv"] is None and f["n_head"] is not None:
         f["n_head_kv"] = f["n_head"]
         out.defaults.append("num_key_value_heads absent: n_head_kv = num_attention_heads")
     _head_sizes(c, out)
     f["n_ff"] = c.whole(("intermediate_size",), 0, MAX_WIDTH, miss)
     experts = ("num_experts", "n_routed_experts", "num_local_experts")
-    f["n_expert"] = c.whole(experts, 0, MAX_MANY, [])
+    f["n_expert"] = c.whole(experts, 0, MAX_MANY, []) or None  # 0 experts: a dense model
     if f["n_expert"]:
         used = ("num_experts_per_tok", "experts_per_token")
-        f["n_expert_used"] = c.whole(used, 0, f["n_expert"], miss)
+        f["n_expert_used"] = c.whole(used, 1, f["n_expert"], miss)
         f["n_expert_shared"] = c.whole(("n_shared_experts",), 0, MAX_MANY, [])
-        f["expert_ff"] = c.whole(("moe_intermediate_size",), 0, MAX_WIDTH, [])
+        f["expert_ff"] = c.whole(("moe_intermediate_size",), 1, MAX_WIDTH, [])
         if f["expert_ff"] is None and f["n_ff"] is not None:
             f["expert_ff"] = f["n_ff"]
             out.defaults.append("moe_intermediate_size absent: expert_ff = intermediate_size")
         shared = ("shared_expert_intermediate_size",)
-        f["expert_shared_ff"] = c.whole(shared, 0, MAX_WIDTH, [])
+        f["expert_shared_ff"] = c.whole(shared, 0, MAX_WIDTH, []) or None  # 0: none
         f["leading_dense"] = c.whole(("first_k_dense_replace",), 0, top, [])
-    f["vocab"] = c.whole(("vocab_size",), 0, MAX_WIDTH, miss)
+    f["vocab"] = c.whole(("vocab_size",), 1, MAX_WIDTH, miss)
     f["n_ctx_train"] = c.whole(("max_position_embeddings",), 0, MAX_TOKENS, miss)
     f["rope_positions"] = _rope_positions(c, f["n_ctx_train"])
     _layers(c, out, out.n_hidden)
-    f["dtype"] = c.name("torch_dtype", c.raw("torch_dtype") or c.raw("dtype"))
+    f["dtype"] = c.dtype(c.raw("torch_dtype") or c.raw("dtype"))
+    c.architectures(config.get("architectures"))
     quant = config.get("quantization_config")
     if isinstance(quant, dict):
         f["quantization"] = c.name("quantization_config.quant_method", quant.get("quant_method"))
@@ -190,15 +217,20 @@ def _rope_positions(c: _Config, trained: int | None) -> int | None:
 def _head_sizes(c: _Config, out: ConfigFacts) -> None:
     f, miss = out.fields, out.missing
     if c.raw("kv_lora_rank") is not None:  # MLA (DeepSeek-V2/V3, Kimi K2, GLM-5)
-        f["q_lora_rank"] = c.whole(("q_lora_rank",), 0, MAX_WIDTH, [])
-        f["kv_lora_rank"] = c.whole(("kv_lora_rank",), 0, MAX_WIDTH, miss)
+        f["q_lora_rank"] = c.whole(("q_lora_rank",), 1, MAX_WIDTH, [])
+        f["kv_lora_rank"] = c.whole(("kv_lora_rank",), 1, MAX_WIDTH, miss)
         nope = c.whole(("qk_nope_head_dim",), 0, MAX_WIDTH, miss)
         rope = c.whole(("qk_rope_head_dim",), 0, MAX_WIDTH, miss)
         f["rope_dim"] = rope
         f["key_length"] = None if nope is None or rope is None else nope + rope
-        f["value_length"] = c.whole(("v_head_dim",), 0, MAX_WIDTH, miss)
+        f["value_length"] = c.whole(("v_head_dim",), 1, MAX_WIDTH, miss)
+        if f["key_length"] == 0:
+            raise SafetensorsError(
+                f"{c.where}: keys 'qk_nope_head_dim' and 'qk_rope_head_dim' are both 0; "
+                "expected the K head's parts (e.g. 128 and 64)"
+            )
         return
-    head = c.whole(("head_dim",), 0, MAX_WIDTH, [])
+    head = c.whole(("head_dim",), 1, MAX_WIDTH, [])
     if head is None and f.get("n_embd") and f.get("n_head") and f["n_embd"] % f["n_head"] == 0:
         head = f["n_embd"] // f["n_head"]
         out.defaults.append("head_dim absent: key/value_length = hidden_size / heads")
@@ -213,7 +245,7 @@ def _layers(c: _Config, out: ConfigFacts, n: int | None) -> None:
     if n is None:
         return
     kinds = c.raw("layer_types")
-    window = c.whole(("sliding_window",), 0, MAX_TOKENS, [])
+    window = c.whole(("sliding_window",), 0, MAX_TOKENS, []) or None  # 0: no window
     swa: tuple[int, ...] = ()
     recurrent: tuple[int, ...] = ()
     if kinds is not None:

@@ -463,6 +463,8 @@ _NONZERO = (
     "sliding_window",
     "vocab",
 )
+#: a checkpoint's torch_dtype as vLLM reads it (what a KV cache "auto" is stored in)
+TORCH_DTYPES = ("bfloat16", "float16", "float32", "half", "float")
 _GGUF_K = re.compile(r"^blk\.(\d+)\.attn_([kv])\.weight$")
 
 
@@ -490,6 +492,14 @@ def _check_sizes(parsed: ProfileSchema, source: str, attention: bool) -> list[Pr
                     f"value from {source}",
                 )
             )
+    if hp.dtype is not None and hp.dtype.lower() not in TORCH_DTYPES:
+        out.append(
+            Problem(
+                ("hparams", "dtype"),
+                f"hparams.dtype: {hp.dtype!r} is not a dtype vLLM loads a model in; write "
+                f"one of {', '.join(TORCH_DTYPES)} (the checkpoint's torch_dtype)",
+            )
+        )
     if hp.n_expert and hp.n_expert_used and hp.n_expert_used > hp.n_expert:
         out.append(
             Problem(

@@ -17,8 +17,9 @@ Bounded input.  A header is untrusted:
   ``MAX_HEADER_SIZE``) and at most what follows it in the file, checked
   before it is read; it must be UTF-8 JSON (nesting too deep for the parser
   is refused, never a traceback);
-- the JSON is an object of at most 1,000,000 tensors (real checkpoints have
-  at most ~100,000 in all shards), each an object of exactly ``dtype``,
+- the JSON is an object of at most 100,000 tensors (a profile's bound, for
+  all shards together; real checkpoints have up to ~100,000 in all), each an
+  object of exactly ``dtype``,
   ``shape`` and ``data_offsets``, besides an optional ``__metadata__`` object
   of strings;
 - names are 1 to 512 bytes of printable ASCII without spaces or braces (braces
@@ -29,6 +30,15 @@ Bounded input.  A header is untrusted:
   give, the tensors are contiguous from 0 without overlaps (in offset order),
   and the last one ends where the file ends: a longer claim is a truncated
   file, bytes beyond it a file the loaders refuse.
+
+Bounded memory.  Parsed JSON costs ~700 bytes a tensor (a 1,000,031-tensor
+header took 692 MB), so the tensors are counted before the JSON is parsed:
+every tensor has two lists (``shape``, ``data_offsets``) and a ``[`` cannot be
+escaped, so a header whose bytes hold more than 2 x :data:`MAX_TENSORS` of
+them is refused while it is read, in chunks, at the chunk where the count
+passes the limit.  A header is then held at most once as bytes (up to the
+crate's 100 MB, of which a real one uses ~200 bytes a tensor) and parsed only
+when it has at most :data:`MAX_TENSORS` tensors (~70 MB).
 """
 
 from __future__ import annotations
@@ -46,7 +56,8 @@ from layoutgen.models import quants
 from layoutgen.models.inputs import NotRegularFile, open_regular
 
 MAX_HEADER = 100_000_000  # safetensors' MAX_HEADER_SIZE (safetensors/src/tensor.rs)
-MAX_TENSORS = 1_000_000
+MAX_TENSORS = 100_000  # layoutgen.models.profile.MAX_TENSORS: a profile holds no more
+_CHUNK = 1 << 20
 MAX_DIMS = 8
 NAME_MAX = 512
 _NAME = re.compile(rf"[!-z|~]{{1,{NAME_MAX}}}\Z")  # printable ASCII less space and braces
@@ -95,9 +106,7 @@ def read_header(path: Path, shown: str | None = None) -> SafetensorsHeader:
                     f"{where}: truncated safetensors header: its length says {length} bytes, "
                     f"the file holds {size - 8} after the length"
                 )
-            raw = f.read(length)
-            if len(raw) < length:  # the file shrank while being read
-                raise SafetensorsError(f"{where}: truncated safetensors header")
+            raw = _read_counted(f, length, where)
     except FileNotFoundError:
         raise SafetensorsError(f"{where}: no such file") from None
     except IsADirectoryError:
@@ -124,6 +133,27 @@ def read_header(path: Path, shown: str | None = None) -> SafetensorsHeader:
     return SafetensorsHeader(path, tensors, size)
 
 
+def _read_counted(f: Any, length: int, where: str) -> bytearray:
+    """The header's ``length`` bytes, read in chunks; refused as soon as they hold more
+    lists than :data:`MAX_TENSORS` tensors can (each has two), before any is parsed."""
+    raw = bytearray()  # grown in place: the header is held once, not as chunks and a copy
+    lists = got = 0
+    while got < length:
+        chunk = f.read(min(_CHUNK, length - got))
+        if not chunk:  # the file shrank while being read
+            raise SafetensorsError(f"{where}: truncated safetensors header")
+        lists += chunk.count(b"[")
+        if lists > 2 * MAX_TENSORS:
+            raise SafetensorsError(
+                f"{where}: the header lists more than {MAX_TENSORS} tensors (more than "
+                f"{2 * MAX_TENSORS} '[' in its first {got + len(chunk)} bytes); a profile "
+                f"holds at most {MAX_TENSORS}"
+            )
+        raw += chunk
+        got += len(chunk)
+    return raw
+
+
 class _FloatText(str):
     """A JSON number with a fraction or exponent, kept as its text: never a dimension
     (and shown as the number it was written as)."""
@@ -134,7 +164,7 @@ class _FloatText(str):
 
 def json_object(
     where: str,
-    raw: bytes,
+    raw: bytes | bytearray,
     *,
     what: str = "",
     noun: str = "a JSON object",
@@ -157,7 +187,7 @@ def json_object(
     return doc
 
 
-def _document(where: str, raw: bytes) -> dict[str, Any]:
+def _document(where: str, raw: bytes | bytearray) -> dict[str, Any]:
     doc: dict[str, Any] = json_object(
         where, raw, what="the header is ", noun="a JSON object of tensors", floats_as_text=True
     )
