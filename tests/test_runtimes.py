@@ -20,6 +20,7 @@ from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp, _share
 from layoutgen.runtimes.llama_cpp import LlamaCpp
 from layoutgen.runtimes.rules import VersionError, parse_version
 from layoutgen.solve.plan import to_json
+from layoutgen.spec import source
 from layoutgen.spec.validate import validate_file
 
 from conftest import ROOT
@@ -41,7 +42,16 @@ def _at(tmp_path: Path, layout: str, version: str | None) -> Path:
 
 
 def _plan(tmp_path: Path, layout: str, version: str | None) -> dict:
-    return json.loads(to_json(validate_file(_at(tmp_path, layout, version)).plan))
+    """The plan JSON; without a version the memory plan for every build (builds take
+    different flags there, which validate refuses: layoutgen.solve.builds)."""
+    path = _at(tmp_path, layout, version)
+    if version is not None:
+        return json.loads(to_json(validate_file(path).plan))
+    from layoutgen.solve.solver import solve
+    from layoutgen.spec.validate import validate_document
+
+    v = validate_document(source.load(path, str(path)), one_argv=False)
+    return json.loads(to_json(solve(v.spec, v.services, v.profiles, str(path), one_argv=False)))
 
 
 @pytest.mark.parametrize(
@@ -238,9 +248,13 @@ def test_reasoning_budget_flag_since_3870() -> None:
 def test_the_plan_says_which_rules_it_assumed(tmp_path: Path) -> None:
     pinned = _plan(tmp_path, "glm51-3-cpu-moe-1gpu.yaml", "4327")["runtimes"]["ik_llama"]
     assert pinned["version"] == "4327" and pinned["rules"] == "as of this version"
-    newest = _plan(tmp_path, "glm51-3-cpu-moe-1gpu.yaml", None)["runtimes"]["ik_llama"]
-    assert newest["version"] is None and newest["rules"] == "newest"
-    assert "ik_llama.cpp build 4840" in newest["read_from"]
+    every = _plan(tmp_path, "glm51-3-cpu-moe-1gpu.yaml", None)["runtimes"]["ik_llama"]
+    assert every["version"] is None and every["rules"] == "every build"
+    assert "ik_llama.cpp build 4840" in every["read_from"]
+    # each epoch of the rules, oldest first, with what it books on each device
+    builds = [e["builds"] for e in every["epochs"]]
+    assert builds[0].startswith("builds up to ") and builds[-1].startswith("builds from ")
+    assert all(e["devices"]["host"] > 0 for e in every["epochs"])
 
 
 def test_worst_graph_tokens_shrink_the_logits_since_4378(tmp_path: Path) -> None:

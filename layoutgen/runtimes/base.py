@@ -16,7 +16,6 @@ for it, in that runtime's module.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -132,7 +131,10 @@ class Runtime:
 
     def follows(self, name: str) -> bool:
         """Whether this build has the behaviour called ``name`` (a KeyError is a typo)."""
-        return _rule(self.KIND, self.RULES, name).applies(self.version)
+        found = _BY_NAME.get((self.KIND, name))
+        if found is None:
+            found = _BY_NAME[self.KIND, name] = _rule(self.KIND, self.RULES, name)
+        return found.applies(self.version)
 
     def assumed(self) -> dict[str, object]:
         """What the plan says about the rules it used (plan JSON ``runtimes``)."""
@@ -291,7 +293,11 @@ class Runtime:
         raise NotImplementedError
 
 
-@functools.cache
+#: (runtime kind, rule name) -> the rule: looked up by name, not by hashing the whole
+#: RULES tuple on every question (a fifth of a solve)
+_BY_NAME: dict[tuple[str, str], Rule] = {}
+
+
 def _rule(kind: str, rules: tuple[Rule, ...], name: str) -> Rule:
     for r in rules:
         if r.name == name:

@@ -182,9 +182,15 @@ def solve_at(
     # Every service's fixed part first -- for auto services, all experts on the
     # host -- so that filling one auto service never starves another's base.
     for n in order:
-        if n in settings:
+        if n not in settings:
+            continue
+        if n in pinned:  # an auto service held where an earlier solve put its experts
+            layers_at, tensors_at = pinned[n]
+            experts = {layer: settings[n].buffer_of(g) for layer, g in layers_at.items()}
+            tensors = {t: settings[n].buffer_of(g) for t, g in tensors_at.items()}
+        else:
             experts, tensors = _fixed_experts(by_name[n], settings[n], splits[n])
-            placed[n] = _service_plan(settings[n], splits[n], experts, tensors, drafts.get(n))
+        placed[n] = _service_plan(settings[n], splits[n], experts, tensors, drafts.get(n))
     # then budgeted services whole, beside those (their KV must hold one request)
     if budgeted:  # vLLM's rules, imported only for specs that have such a service
         from layoutgen.solve.budgeted import service_plan as budgeted_plan
@@ -202,13 +208,7 @@ def solve_at(
             placed[n] = found
     for n in order:
         rs = by_name[n]
-        if isinstance(rs.experts, ExpertsAuto) and n not in budgeted and n in pinned:
-            s = settings[n]
-            layers_at, tensors_at = pinned[n]
-            experts = {layer: s.buffer_of(g) for layer, g in layers_at.items()}
-            tensors = {t: s.buffer_of(g) for t, g in tensors_at.items()}
-            placed[n] = _service_plan(s, splits[n], experts, tensors, drafts.get(n))
-        elif isinstance(rs.experts, ExpertsAuto) and n not in budgeted:
+        if isinstance(rs.experts, ExpertsAuto) and n not in budgeted and n not in pinned:
             experts, tensors = _fill(
                 rs,
                 settings[n],

@@ -88,7 +88,9 @@ def spec() -> Spec:
                 "gpus": gpus,
             },
             "models": {"moe": {"path": "/m/moe.gguf", "profile": "moe.yaml"}},
-            "runtimes": {"ik": {"kind": "ik_llama.cpp", "image": "localhost/ik:4327"}},
+            "runtimes": {
+                "ik": {"kind": "ik_llama.cpp", "image": "localhost/ik:4840", "version": "4840"}
+            },
             "services": services,
         }
     )
@@ -145,17 +147,41 @@ def _median_ms(s: Spec, profiles: dict[str, Profile]) -> tuple[float, float, Any
     return statistics.median(times) * 1000, times[0] * 1000, plan
 
 
-def _interleaved_ms(specs: list[Spec], profiles: dict[str, Profile]) -> list[float]:
+def _interleaved_ms(
+    specs: list[Spec], profiles: dict[str, Profile], runs: int = RUNS
+) -> list[float]:
     """Median solve time of each spec, the specs solved in turn RUNS times (a slow
-    moment of the machine falls on all of them)."""
+    moment of the machine falls on all of them).  A spec without 'version:' is
+    planned for every build, its flags left unchecked (one_argv=False): the time of
+    the plan, which a refusal of its flags pays too."""
     resolved = [resolve(s) for s in specs]
     times: list[list[float]] = [[] for _ in specs]
-    for _ in range(RUNS):
+    for _ in range(runs):
         for i, (s, services) in enumerate(zip(specs, resolved, strict=True)):
             start = time.perf_counter()
-            solve(s, services, profiles, "bench")
+            solve(s, services, profiles, "bench", one_argv=False)
             times[i].append(time.perf_counter() - start)
     return [statistics.median(t) * 1000 for t in times]
+
+
+def unversioned(s: Spec) -> Spec:
+    """S with every runtime's 'version:' removed (planned for every build)."""
+    rts = {rid: r.model_copy(update={"version": None}) for rid, r in s.runtimes.items()}
+    return s.model_copy(update={"runtimes": rts})
+
+
+def bench_every_build(profiles: dict[str, Profile]) -> None:
+    """Issue 30: the same host with no 'version:' is solved under each epoch of ik's
+    rules that the plan asks; target within 3x of the solve with a version."""
+    from layoutgen.solve.builds import epochs
+
+    known, unknown = _interleaved_ms([spec(), unversioned(spec())], profiles, runs=11)
+    n = len(epochs(spec().runtimes["ik"].rules()))
+    print(
+        f"solve with no 'version:' ({n} epochs of ik's rules): median {unknown:.0f} ms = "
+        f"{unknown / known:.2f}x of the solve with one ({known:.0f} ms), the two "
+        "interleaved; target <= 3x"
+    )
 
 
 def main() -> None:
@@ -176,6 +202,7 @@ def main() -> None:
         f"solve ({plain:.0f} ms), the two interleaved; target <= 2x"
     )
     bench_conflicts()
+    bench_every_build(profiles)
 
 
 if __name__ == "__main__":
