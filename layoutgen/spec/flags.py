@@ -171,16 +171,15 @@ UNMODELLED: Mapping[str, str] = {
         "(builds that take a value) or drop flash attention from args",
     ),
     **dict.fromkeys(
-        ("-mm", "--mmproj", "-mmu", "--mmproj-url", "-mma", "--mmproj-auto"),
+        ("-mm", "--mmproj", "-mmu", "--mmproj-url", "--mmproj-auto"),
         "a multimodal projector's weights and compute buffer are not planned",
     ),
-    **dict.fromkeys(("-nommproj-offload", "--no-mmproj-offload"), "moves the projector"),
     **dict.fromkeys(
         ("-ncffn", "--n-cpu-ffn"),
         "moves feed-forward tensors to the CPU behind the plan's back; use 'tensor_overrides:'",
     ),
     **dict.fromkeys(
-        ("-nopo", "--no-op-offload"),
+        ("--no-op-offload",),
         "runs host-weight matmuls on the CPU: compute buffers the plan does not size; remove it",
     ),
     **dict.fromkeys(
@@ -200,11 +199,8 @@ UNMODELLED: Mapping[str, str] = {
     ),
     **dict.fromkeys(
         (
-            "-ctk0",
-            "--cache-type-k-first",
-            "--cache-type-k-last",
-            "--cache-type-v-first",
-            "--cache-type-v-last",
+            *("-ctk-first", "--cache-type-k-first", "-ctk-last", "--cache-type-k-last"),
+            *("-ctv-first", "--cache-type-v-first", "-ctv-last", "--cache-type-v-last"),
         ),
         "gives some layers another KV cache type than the plan sizes; use "
         "'cache_type_k:'/'cache_type_v:'",
@@ -246,7 +242,7 @@ VLLM_UNMODELLED: Mapping[str, str] = {
         "checkpoint quantized already",
     ),
     **dict.fromkeys(
-        ("--enable-expert-parallel", "-ep", "--expert-parallel-size"),
+        ("--enable-expert-parallel", "-ep"),
         "expert parallelism splits experts unlike the plan's tensor parallelism",
     ),
     **dict.fromkeys(
@@ -262,7 +258,7 @@ VLLM_UNMODELLED: Mapping[str, str] = {
         "changes the CUDA graphs the plan budgets; use 'enforce_eager:' or remove it",
     ),
     **dict.fromkeys(
-        ("--num-gpu-blocks-override", "--kv-cache-memory", "--num-lookahead-slots"),
+        ("--num-gpu-blocks-override", "--num-lookahead-slots"),
         "changes the KV blocks the plan sizes; use 'ctx:' and 'parallel:'",
     ),
     **dict.fromkeys(
@@ -272,7 +268,6 @@ VLLM_UNMODELLED: Mapping[str, str] = {
     **dict.fromkeys(("--hf-overrides",), "changes the model config the plan read"),
     **dict.fromkeys(("--load-format",), "changes how the weights are loaded and sized"),
     **dict.fromkeys(("--dtype",), "changes the weights' dtype the plan sized"),
-    **dict.fromkeys(("--max-parallel-loading-workers",), ""),
 }
 
 
@@ -309,7 +304,9 @@ def flash_attn_args(kind: str, build: int | None, on: bool) -> list[str] | None:
     if build < 3928:
         return ["-fa"] if on else []
     if build < 3985:
-        return [] if on else ["-no-fa"]
+        # on by default; off is -no-fa, which the plan does not read (render's
+        # flash_attn reads only -fa): not expressible in args
+        return [] if on else None
     return ["-fa", "on" if on else "off"]
 
 
@@ -545,7 +542,7 @@ def _service(
             if spans[-1].until is not None:
                 yield Problem(
                     path,
-                    f"{where}: {flag} is gone from {label} since {_show(spans[-1].until)} "
+                    f"{where}: {flag} is gone from {label} by {_show(spans[-1].until)} "
                     f"({_builds(tab, spans)}); write the build under "
                     f"runtimes.{rs.service.runtime}.version, or remove it",
                     Severity.WARNING,
