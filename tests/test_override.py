@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,26 @@ def test_validate_refuses_a_hostile_pattern_at_its_place(tmp_path: Path) -> None
     assert diag.message.startswith(
         "services.w.tensor_overrides[0].pattern: '(.*)*X': nested quantifiers"
     )
+
+
+@pytest.mark.parametrize(
+    ("pattern", "fragment"),
+    [
+        ("[[:alpha:]]", "('[:' is a POSIX class)"),  # Python's re warns of a nested set
+        ("(" * 500 + "a" + ")" * 500, "nests groups too deep"),  # Python's parser recursed
+    ],
+)
+def test_patterns_python_chokes_on_are_located_errors(
+    tmp_path: Path, pattern: str, fragment: str
+) -> None:
+    """No warning printed with a source line, no RecursionError: one located error."""
+    shutil.copy(PROFILE, tmp_path / PROFILE.name)
+    text = SPEC.replace("RUNTIME", "llama").replace(str(PROFILE), PROFILE.name)
+    path = tmp_path / "spec.yaml"
+    path.write_text(text + f"    tensor_overrides: [{{pattern: '{pattern}', device: host}}]\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(InvalidInput) as caught:
+            validate_file(path)
+    (diag,) = caught.value.diagnostics
+    assert (diag.line, diag.col) == (23, 34) and fragment in diag.message, diag

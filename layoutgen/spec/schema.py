@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime
 import re
+import warnings
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -598,7 +599,9 @@ def _override_pattern(value: str) -> str:
     if not value:
         raise ValueError("an empty pattern matches every tensor; name the tensors to move")
     try:
-        re.compile(value)
+        with warnings.catch_warnings():  # '[[' warns; spec.patterns refuses it, located
+            warnings.simplefilter("ignore")
+            re.compile(value)
     except re.error as exc:
         raise ValueError(f"pattern {literals.clip(value)} is not a regex: {exc}") from None
     except RecursionError:  # Python's parser recurses per group: '(' * 500
