@@ -279,3 +279,15 @@ def test_every_class_list_names_flags_the_parsers_have() -> None:
     assert sorted(set(flags.MODELLED) - llama) == []
     assert sorted(set(flags.UNMODELLED) - llama) == []
     assert sorted(set(flags.VLLM_UNMODELLED) - set(flags.table("vllm").rows) - {"-O"}) == []
+
+
+def test_vllm_values_are_read_as_argparse_reads_them(tmp_path: Path) -> None:
+    """Values up to the next option (a negative number is a value), '=' and '-O3'."""
+    args = ["--seed", "-1", "--allowed-origins", "a", "b", "--trust-remote-code"]
+    assert _errors(_validate(tmp_path, "vllm", "0.19.2rc1", args)) == {}
+    errors = _errors(_validate(tmp_path, "vllm", "0.19.2rc1", ["--seed"]))
+    assert "--seed reads a value in every vLLM release read" in errors[0]
+    errors = _errors(_validate(tmp_path, "vllm", "0.19.2rc1", ["-O3"]))
+    assert "'-O3' changes the CUDA graphs the plan budgets" in errors[0]
+    errors = _errors(_validate(tmp_path, "vllm", "0.19.2rc1", ["--compilation-config.level", "3"]))
+    assert "--compilation-config changes the CUDA graphs" in errors[0]

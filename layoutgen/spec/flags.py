@@ -576,16 +576,25 @@ def _service(
         values = []
         if eq:
             values = [inline]
+        elif vllm and arity != 0:
+            # argparse reads an option's values up to the next option (a negative number
+            # is a value); the wheels' tables cannot always tell a switch from an option
+            # with a value, so vLLM's are read as argparse would, whatever the table says
+            while i < len(args) and (not args[i].startswith("-") or _number(args[i])):
+                values.append(args[i])
+                i += 1
+            if not values and all(sp.arity != 0 for sp in spans):
+                yield Problem(
+                    path,
+                    f"{where}: {flag} reads a value in every vLLM release read and none "
+                    "follows it: vLLM would refuse the command; add its value after it",
+                )
+                continue
         elif arity != 0:
             want = 1 if arity < 0 else arity
             for _ in range(want):
                 if i >= len(args):
                     break
-                values.append(args[i])
-                i += 1
-            # argparse: nargs='+' options read on to the next option (vLLM's tables
-            # cannot always tell them apart, so any valued vLLM option may)
-            while (arity < 0 or vllm) and i < len(args) and not args[i].startswith("-"):
                 values.append(args[i])
                 i += 1
             if len(values) < want:
