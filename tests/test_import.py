@@ -306,8 +306,9 @@ def error_of(text: str, source: str = "<stdin>") -> str:
         (
             "echo hello",
             "<stdin>:1:1: error: no llama.cpp program in the input: expected a llama-server "
-            "command line (llama-cli, llama-sweep-bench, ... also work), podman/docker run "
-            "IMAGE ..., a quadlet .container or a systemd .service; the first command is 'echo'",
+            "command line (llama-cli, llama-sweep-bench, ... also work), vllm serve, "
+            "podman/docker run IMAGE ..., a quadlet .container or a systemd .service; the first "
+            "command is 'echo'",
         ),
         (
             "podman run --rm img:1 /bin/sh -c 'llama-server'",

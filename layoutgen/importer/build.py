@@ -21,11 +21,10 @@ import re
 from dataclasses import dataclass
 
 _LLAMA_TAG = re.compile(r"(?:^|-)b(\d{3,6})$|^(\d{3,6})$")
-_VLLM_TAG = re.compile(r"v?(\d{1,3}\.\d{1,3}(?:\.\d{1,4})?(?:\.post\d{1,3})?)")
+_RELEASE = r"\d{1,3}\.\d{1,3}(?:\.\d{1,4})?(?:\.post\d{1,3}|rc\d{1,3}|\.dev\d{1,6})?"
+_VLLM_TAG = re.compile(rf"v?({_RELEASE})")
 _LLAMA_LOG = re.compile(r"(?:\bbuild(?::| =)|^\s*version:) (\d{3,6}) \(([0-9a-f]{6,40})\)", re.M)
-_VLLM_LOG = re.compile(
-    r"vLLM API server version (\d{1,3}\.\d{1,3}(?:\.\d{1,4})?(?:\.post\d{1,3})?)"
-)
+_VLLM_LOG = re.compile(rf"vLLM API server version ({_RELEASE})")
 
 
 @dataclass(frozen=True)

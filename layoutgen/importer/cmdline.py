@@ -409,6 +409,23 @@ def program_name(word: str) -> str | None:
     return None
 
 
+def vllm_words(words: list[Word], i: int) -> int:
+    """How many words starting at ``i`` name vLLM's server: 2 for ``vllm serve``, 3 for
+    ``python -m vllm.entrypoints.openai.api_server``; 0: not vLLM."""
+    base = re.split(r"[/\\]", words[i].text)[-1]
+    nxt = [w.text for w in words[i + 1 : i + 3]]
+    if base == "vllm" and nxt[:1] == ["serve"]:
+        return 2
+    if (
+        re.fullmatch(r"python[0-9.]*", base)
+        and nxt[:1] == ["-m"]
+        and len(nxt) > 1
+        and re.fullmatch(r"vllm\.entrypoints\.(?:openai\.)?api_server", nxt[1])
+    ):
+        return 3
+    return 0
+
+
 def _engine_at(words: list[Word], i: int) -> int | None:
     """Index of ``run`` if ``words[i]`` starts ``podman run`` / ``docker container run``."""
     if re.split(r"[/\\]", words[i].text)[-1] not in _ENGINES:
@@ -442,7 +459,7 @@ def _find(commands: list[list[Word]], source: str) -> tuple[list[Word], int, boo
             if run is not None:
                 found.append((words, run, True, "llama-server"))
                 break
-            name = program_name(w.text)
+            name = program_name(w.text) or ("vllm" if vllm_words(words, i) else None)
             if name is not None:
                 found.append((words, i, False, name))
                 break
@@ -450,8 +467,8 @@ def _find(commands: list[list[Word]], source: str) -> tuple[list[Word], int, boo
         first = commands[0][0] if commands else None
         message = (
             "no llama.cpp program in the input: expected a llama-server command line "
-            "(llama-cli, llama-sweep-bench, ... also work), podman/docker run IMAGE ..., "
-            "a quadlet .container or a systemd .service"
+            "(llama-cli, llama-sweep-bench, ... also work), vllm serve, "
+            "podman/docker run IMAGE ..., a quadlet .container or a systemd .service"
         )
         if first is None:
             raise UnreadableCommand([Diagnostic(source, 1, 1, Severity.ERROR, message)])
@@ -459,7 +476,7 @@ def _find(commands: list[list[Word]], source: str) -> tuple[list[Word], int, boo
         raise UnreadableCommand(
             [Diagnostic(source, first.line, first.col, Severity.ERROR, message)]
         )
-    servers = [f for f in found if f[3] == "llama-server"]
+    servers = [f for f in found if f[3] in ("llama-server", "vllm")]
     words, i, container, _ = (servers or found)[0]
     extra = []
     if len(found) > 1:
@@ -527,12 +544,13 @@ def _from_words(
         cmd = replace(cmd, env=(*env, *cmd.env), prefix=tuple(prefix))
     else:
         program = words[i]
+        skip = vllm_words(words, i) or 1
         cmd = Command(
             source=source,
             kind=kind,
-            program=program_name(program.text) or program.text,
+            program=program_name(program.text) or ("vllm" if skip > 1 else program.text),
             program_word=program,
-            args=tuple(words[i + 1 :]),
+            args=tuple(words[i + skip :]),
             env=tuple(env),
             prefix=tuple(prefix),
         )
@@ -668,12 +686,22 @@ def _container(words: list[Word], run: int, source: str, kind: SourceKind) -> Co
         )
     image = words[j]
     rest = words[j + 1 :]
+    program: str
+    program_word: Word | None
     for name, w, v in opts:
         if name not in _MAPPED_OPTIONS:
             dropped.append((w, w.text if w is v or w.text != name else f"{name} {v.text}"))
     base = _from_options(opts, source, warnings)
     entrypoint = next((v for o, _, v in reversed(opts) if o == "--entrypoint"), None)
-    if rest and not rest[0].text.startswith("-"):
+    vllm_image = "vllm" in image.text.lower().split("@")[0]
+    if rest and vllm_words(rest, 0):
+        program, program_word, args = "vllm", rest[0], rest[vllm_words(rest, 0) :]
+    elif vllm_image and (
+        not rest or rest[0].text.startswith("-") or program_name(rest[0].text) is None
+    ):
+        # vLLM's images run the server as their entrypoint; a first word is the model
+        program, program_word, args = "vllm", entrypoint, rest
+    elif rest and not rest[0].text.startswith("-"):
         found = program_name(rest[0].text)
         if found is None:
             raise _located(
@@ -683,8 +711,8 @@ def _container(words: list[Word], run: int, source: str, kind: SourceKind) -> Co
                 "program: give llama-server and its arguments (or only the arguments when "
                 "the image's entrypoint is llama-server)",
             )
-        program: str = found
-        program_word: Word | None = rest[0]
+        program = found
+        program_word = rest[0]
         args = rest[1:]
     else:
         if not rest:

@@ -445,7 +445,26 @@ def to_spec(
     log: tuple[str, str] | None = None,
     made: tuple[str, str] | None = None,
 ) -> Imported:
-    """The ``models``/``runtimes``/``services`` YAML that reproduces ``command``.
+    """The ``models``/``runtimes``/``services`` YAML that reproduces ``command``: a
+    llama.cpp server (:func:`llama_spec`) or vLLM (:mod:`layoutgen.importer.vllm`)."""
+    if gpus is None and gpu_ids is not None:
+        gpus = [SpecGpu(g, i) for i, g in enumerate(gpu_ids)]
+    if command.program == "vllm":
+        from layoutgen.importer.vllm import vllm_spec
+
+        return vllm_spec(command, name=name, gpus=gpus, log=log, made=made)
+    return llama_spec(command, name=name, gpus=gpus, log=log, made=made)
+
+
+def llama_spec(
+    command: Command,
+    *,
+    name: str | None = None,
+    gpus: Sequence[SpecGpu] | None = None,
+    log: tuple[str, str] | None = None,
+    made: tuple[str, str] | None = None,
+) -> Imported:
+    """The ``models``/``runtimes``/``services`` YAML that reproduces a llama.cpp command.
 
     ``gpu_ids``: the ids of your spec's ``host.gpus`` in CUDA order, so that
     ``CUDA<i>`` becomes ``gpu_ids[i]``; without it GPUs are named after the
@@ -465,8 +484,6 @@ def to_spec(
             last[a.meaning] = a
     ik = _is_ik(command, args)
     ngl = _int(last["ngl"], out, "gpu_layers") if "ngl" in last else None
-    if gpus is None and gpu_ids is not None:
-        gpus = [SpecGpu(g, i) for i, g in enumerate(gpu_ids)]
     ids = _gpu_ids(command, args, last, ngl, gpus, out)
 
     model_id, model = _model(command, last.get("model"), out)
@@ -550,9 +567,22 @@ def to_spec(
         out.notes += ["rendered, the service adds what the command left to the runtime:"]
         out.notes += [f"  {a}" for a in adds]
 
+    return emit(out, (model_id, model), (runtime_id, runtime), service, made)
+
+
+def emit(
+    out: _Out,
+    model: tuple[str, CommentedMap],
+    runtime: tuple[str, CommentedMap],
+    service: str,
+    made: tuple[str, str] | None,
+) -> Imported:
+    """The fragment's YAML: header notes, models, runtimes, the service."""
+    command = out.cmd
+    (model_id, _), (runtime_id, _) = model, runtime
     doc = CommentedMap()
-    doc["models"] = CommentedMap({model_id: model})
-    doc["runtimes"] = CommentedMap({runtime_id: runtime})
+    doc["models"] = CommentedMap([model])
+    doc["runtimes"] = CommentedMap([runtime])
     doc["services"] = CommentedMap({service: _ordered(out.svc)})
     head = [f"imported by layoutgen from {command.source} ({command.program})"]
     if made is not None:  # message columns count in this line
@@ -737,12 +767,17 @@ def _bind(a: Arg, out: _Out) -> None:
     )
 
 
-def _port(command: Command, last: dict[str, Arg], out: _Out) -> None:
+def _port(
+    command: Command,
+    last: dict[str, Arg],
+    out: _Out,
+    default: tuple[int, str] = (8080, "llama-server"),
+) -> None:
     port = _int(last["port"], out, "port") if "port" in last else None
     comment = None
     if port is None:
-        port = 8080
-        comment = "no --port: llama-server's default"
+        port = default[0]
+        comment = f"no --port: {default[1]}'s default"
     out.put("port", port, comment)
     for p in command.ports:
         if p.container_port != str(port):

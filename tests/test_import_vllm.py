@@ -1,0 +1,122 @@
+"""vLLM commands import as vLLM services (issue 30: they were refused or read as llama.cpp)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from layoutgen.importer import import_text
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _imported(text: str, source: str = "cmd.sh") -> tuple[dict[str, Any], list[str], str]:
+    imported = import_text(text, source)
+    doc = YAML(typ="safe").load(imported.yaml)
+    return doc, [w.gcc() for w in imported.warnings], imported.yaml
+
+
+SERVE = (
+    "CUDA_VISIBLE_DEVICES=0,1 VLLM_MARLIN_USE_ATOMIC_ADD=1 HF_TOKEN=hf_secret \\\n"
+    "  vllm serve /srv/models/Qwen3.6-27B-AutoRound-INT4 --tensor-parallel-size 2 \\\n"
+    "  --max-model-len 32768 --max-num-seqs 4 --max-num-batched-tokens 4096 \\\n"
+    "  --kv-cache-dtype fp8 --speculative-config "
+    '\'{"method":"mtp","num_speculative_tokens":3}\' \\\n'
+    "  --gpu-memory-utilization 0.90 --port 8022 --trust-remote-code \\\n"
+    "  --default-chat-template-kwargs '{\"enable_thinking\": false}'\n"
+)
+
+
+def test_vllm_serve_becomes_a_vllm_service() -> None:
+    doc, warnings, yaml = _imported(SERVE)
+    assert doc["runtimes"] == {"vllm": {"kind": "vllm", "binary": "vllm"}}
+    (svc,) = doc["services"].values()
+    assert svc == {
+        "model": "qwen3.6-27b-autoround-int4",
+        "runtime": "vllm",
+        "role": "worker",
+        "port": 8022,
+        "ctx": 32768,
+        "gpus": ["gpu0", "gpu1"],
+        "parallel": 4,
+        "batch": 4096,
+        "kv_cache_dtype": "fp8",
+        "speculative": {"method": "mtp", "num_tokens": 3},
+        "env": {"VLLM_MARLIN_USE_ATOMIC_ADD": "1"},
+        "args": [
+            "--trust-remote-code",
+            "--default-chat-template-kwargs",
+            '{"enable_thinking": false}',
+        ],
+    }
+    assert doc["models"]["qwen3.6-27b-autoround-int4"]["path"] == (
+        "/srv/models/Qwen3.6-27B-AutoRound-INT4"
+    )
+    assert (
+        "cmd.sh:5:3: warning: --gpu-memory-utilization 0.90: replaced by the plan's own "
+        "budget (layoutgen plan prints it and the utilization it renders); vLLM refuses to "
+        "start when less than it is free"
+    ) in warnings
+    assert "hf_secret" not in yaml and any("HF_TOKEN looks like a secret" in w for w in warnings)
+
+
+def test_python_module_entrypoint() -> None:
+    doc, _, _ = _imported(
+        "CUDA_VISIBLE_DEVICES=1 python3 -m vllm.entrypoints.openai.api_server "
+        "--model /m/q --port 9000 --enforce-eager --served-model-name q"
+    )
+    (svc,) = doc["services"].values()
+    assert svc["runtime"] == "vllm" and svc["gpus"] == ["gpu1"]
+    assert svc["enforce_eager"] is True and svc["served_model_name"] == "q"
+    assert svc["ctx"] == 0 and svc["parallel"] == 256  # vLLM's defaults, written out
+
+
+def test_vllm_image_in_podman_maps_volume_devices_and_tag() -> None:
+    doc, warnings, _ = _imported(
+        "podman run -d --name chat --device nvidia.com/gpu=0 --device nvidia.com/gpu=1 "
+        "-p 127.0.0.1:8000:8000 -v /srv/hf/Qwen3-32B:/models/qwen3-32b:ro "
+        "-e VLLM_LOGGING_LEVEL=INFO --ipc=host docker.io/vllm/vllm-openai:v0.11.0 "
+        "--model /models/qwen3-32b -tp 2 --max-model-len 32k --max-num-seqs 8"
+    )
+    assert doc["runtimes"]["vllm"] == {
+        "kind": "vllm",
+        "image": "docker.io/vllm/vllm-openai:v0.11.0",
+        "version": "0.11.0",
+    }
+    assert doc["models"]["qwen3-32b"]["path"] == "/srv/hf/Qwen3-32B"
+    svc = doc["services"]["chat"]
+    assert svc["gpus"] == ["gpu0", "gpu1"] and svc["ctx"] == 32000 and svc["parallel"] == 8
+    assert svc["env"] == {"VLLM_LOGGING_LEVEL": "INFO"}
+    assert "cmd.sh:1:171: warning: dropped --ipc=host: the spec has no key for it" in warnings
+
+
+def test_the_rendered_vllm_script_imports_to_its_spec() -> None:
+    """import(render(spec)) for the vLLM example: the service's keys come back."""
+    spec = YAML(typ="safe").load((ROOT / "layouts" / "vllm-tower-seed004.yaml").read_text())
+    script = ROOT / "out" / "tower-vllm" / "podman" / "aeon.sh"
+    doc, _, _ = _imported(script.read_text(), script.name)
+    got = doc["services"]["aeon"]
+    want = spec["services"]["aeon"]
+    for key in ("port", "ctx", "parallel", "gpus", "kv_cache_dtype", "speculative", "env"):
+        assert got[key] == want[key], key
+    (runtime,) = doc["runtimes"].values()
+    assert runtime["image"] == spec["runtimes"][want["runtime"]]["image"]
+    assert runtime["version"] == spec["runtimes"][want["runtime"]]["version"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'vllm serve /m/q --speculative-config \'{"method":"ngram","num_speculative_tokens":4}\'',
+        "vllm serve /m/q --pipeline-parallel-size 2",
+        "vllm serve /m/q --block-size 32",
+    ],
+)
+def test_what_the_plan_does_not_model_is_dropped_and_said(text: str) -> None:
+    doc, warnings, yaml = _imported(text)
+    (svc,) = doc["services"].values()
+    assert "args" not in svc and "speculative" not in svc
+    assert any("dropped" in w for w in warnings) and "# dropped" in yaml
