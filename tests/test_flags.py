@@ -291,3 +291,18 @@ def test_vllm_values_are_read_as_argparse_reads_them(tmp_path: Path) -> None:
     assert "'-O3' changes the CUDA graphs the plan budgets" in errors[0]
     errors = _errors(_validate(tmp_path, "vllm", "0.19.2rc1", ["--compilation-config.level", "3"]))
     assert "--compilation-config changes the CUDA graphs" in errors[0]
+
+
+def test_a_bare_fa_at_the_end_on_the_cpu_is_refused_whatever_flags_fa_form_says(
+    tmp_path: Path,
+) -> None:
+    """ik before 3928 reads a bare -fa as on; the plan reads no value after it and plans
+    a CPU-only service with flash attention off: the server would run otherwise."""
+    text = _spec("ik_llama.cpp", "3900", ["--jinja", "-fa"])
+    text = text.replace("    gpus: [gpu0]\n", "    gpus: []\n")
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    with pytest.raises(InvalidInput) as exc:
+        validate_file(path)
+    errors = _errors(exc.value.diagnostics)
+    assert "a bare -fa turns flash attention on in ik_llama.cpp 3900" in errors[1]

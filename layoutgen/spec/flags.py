@@ -702,15 +702,22 @@ def _flash_attn(
     from layoutgen.render.argv import flash_attn
 
     if not values:
-        # a bare -fa: on in the builds that read no value; the plan sees no value
-        planned = flash_attn(rs)
-        if not planned and FA_FORM is not None:
+        # a bare -fa: on in the builds that read no value.  The plan reads the word
+        # after -fa as its value: none (the last argument) leaves flash attention off
+        # on the CPU alone, a word such as 'off' (the newer form) too
+        from layoutgen.render.argv import flash_attn_arg
+
+        if flash_attn(rs):
+            return
+        last = flash_attn_arg(rs) is None
+        severity = Severity.ERROR if last else FA_FORM
+        if severity is not None:
             yield Problem(
                 path,
                 f"{where}: a bare {flag} turns flash attention on in {kind} "
-                f"{_show(build)}, and the plan reads no value from it (planned off on the "
-                f"CPU): write '{flag}' in the form the plan reads, or remove it",
-                FA_FORM,
+                f"{_show(build)}, and the plan reads it as off (a service on the CPU "
+                f"alone): the server would run otherwise than planned; remove {flag}",
+                severity,
             )
         return
     value = values[0].lower()
