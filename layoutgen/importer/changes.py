@@ -86,7 +86,7 @@ def added(
     elif len(ids) > 1 and "split_mode" not in last:
         out.append("adds -sm layer: the runtime's default split, written out (no change)")
     fit = rt.fit_off()
-    if fit:
+    if fit and "fit" not in last:
         out.append(f"adds {' '.join(fit)}: layoutgen pins placement; the runtime re-fits no more")
     if not any(a in ("-fa", "--flash-attn", "-no-fa", "--no-flash-attn") for a in args):
         on = bool(ids)

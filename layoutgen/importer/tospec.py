@@ -482,6 +482,8 @@ def llama_spec(
             if a.meaning in last and a.meaning not in ("api_key",):
                 out.warn(a.at, f"{a.name} given again: the last one counts, as in llama.cpp")
             last[a.meaning] = a
+        elif a.name in ("-fit", "--fit"):
+            last["fit"] = a
     ik = _is_ik(command, args)
     ngl = _int(last["ngl"], out, "gpu_layers") if "ngl" in last else None
     ids = _gpu_ids(command, args, last, ngl, gpus, out)
@@ -650,7 +652,15 @@ def _walk(args: tuple[Arg, ...], ids: list[str], out: _Out) -> None:
     for a in args:
         m, v = a.meaning, a.value
         text = v.text if v is not None else ""
-        if m in ("args", "unknown", "positional"):
+        if a.name in ("-fit", "--fit"):
+            if text != "off":  # llama.cpp re-fitted the placement as it started
+                line = (
+                    f"dropped {' '.join(w.text for w in a.words)}: layoutgen pins the placement "
+                    "the plan computes and renders -fit off"
+                )
+                out.warn(a.at, line)
+                out.notes.append(line)
+        elif m in ("args", "unknown", "positional"):
             comment = {"unknown": "unknown to layoutgen", "positional": "follows no flag"}.get(m)
             out.passthrough(a, comment)
         elif m == "tool":
