@@ -17,8 +17,10 @@ both its build and its date, so either selects it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from layoutgen.errors import printable
@@ -76,6 +78,8 @@ class Rule:
     def applies(self, version: Version | None) -> bool:
         """Whether a runtime of ``version`` behaves this way (no version: the newest does)."""
         ASKED.add(self)
+        if not _FLAGS_ONLY:
+            FOR_MEMORY.add(self)
         if version is None:
             return True
         if version.build is not None:
@@ -89,6 +93,21 @@ class Rule:
 #: (cached answers were asked by whoever filled the cache), which costs solves at
 #: builds that answer alike, never a build left out.
 ASKED: set[Rule] = set()
+#: the rules among them asked for anything but the flags an argv spells (placement,
+#: buffers): builds that answer these alike plan the same memory
+FOR_MEMORY: set[Rule] = set()
+#: set while an argv is rendered (flags_only): what is asked then is about spelling
+_FLAGS_ONLY: list[bool] = []
+
+
+@contextlib.contextmanager
+def flags_only() -> Iterator[None]:
+    """Rules asked inside are about how flags are spelled, not about memory."""
+    _FLAGS_ONLY.append(True)
+    try:
+        yield
+    finally:
+        _FLAGS_ONLY.pop()
 
 
 def rule(name: str, build: int, date: str, source: str, summary: str) -> Rule:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from layoutgen.errors import Problem, Severity
 from layoutgen.models.tensors import runs
-from layoutgen.runtimes.rules import ASKED
+from layoutgen.runtimes.rules import ASKED, FOR_MEMORY, Rule
 from layoutgen.solve.plan import Part, Plan, ServicePlan
 from layoutgen.solve.solver import (
     DoesNotFit,
@@ -42,6 +42,7 @@ from layoutgen.solve.solver import (
     _devices,
     _fit,
     _mib,
+    argvs_at,
     solve_at,
 )
 from layoutgen.spec.schema import ExpertsAuto
@@ -100,10 +101,11 @@ def unknown_builds(
     return tuple(out)
 
 
-def epochs(rt: Runtime) -> list[Epoch]:
-    """The spans of builds that answer every rule asked so far alike, oldest first."""
+def epochs(rt: Runtime, asked: set[Rule] = ASKED) -> list[Epoch]:
+    """The spans of builds that answer every rule asked so far alike, oldest first
+    (ASKED=FOR_MEMORY: alike in what they place and allocate)."""
     own = set(rt.dated_rules())
-    flips = sorted({r.since_build for r in ASKED if r in own and r.since_build > 0})
+    flips = sorted({r.since_build for r in asked if r in own and r.since_build > 0})
     if not flips:
         return [Epoch(None, None)]
     out = [Epoch(None, flips[0] - 1)]
@@ -137,18 +139,46 @@ def _explore(
     pinned: Mapping[str, Pinned],
     newest: Plan,
 ) -> Outcome:
+    """RID's plan in each epoch: one solve per span of builds that plan the same
+    memory, and within it, where builds spell flags differently, the argvs alone."""
     rt = spec.runtimes[rid].rules()
-    by_build: dict[int | None, Plan] = {None: newest}
+    solved: dict[int | None, Plan] = {None: newest}
+    spelled: dict[tuple[Epoch, Epoch], Plan] = {}
     while True:
-        todo = [e for e in epochs(rt) if e.build not in by_build]
-        if not todo:
+        memory, every = epochs(rt, FOR_MEMORY), epochs(rt)
+        for m in memory:
+            if m.build not in solved:
+                assert m.build is not None
+                solved[m.build] = solve_at(
+                    _at(spec, rid, m.build),
+                    services,
+                    profiles,
+                    name,
+                    heats,
+                    pinned=pinned,
+                    fit=False,
+                )
+        for e in every:
+            m = next(m for m in memory if _within(e, m))
+            if (e, m) in spelled:
+                continue
+            plan = solved[m.build]
+            if e.build != m.build:
+                assert e.build is not None
+                plan = argvs_at(_at(spec, rid, e.build), services, profiles, plan)
+            spelled[e, m] = plan
+        if epochs(rt, FOR_MEMORY) == memory and epochs(rt) == every:
             break
-        for e in todo:
-            assert e.build is not None
-            by_build[e.build] = solve_at(
-                _at(spec, rid, e.build), services, profiles, name, heats, pinned=pinned, fit=False
-            )
-    return Outcome(rid, rt, {e: by_build[e.build] for e in epochs(rt)})
+    return Outcome(
+        rid, rt, {e: spelled[e, next(m for m in memory if _within(e, m))] for e in every}
+    )
+
+
+def _within(e: Epoch, m: Epoch) -> bool:
+    """Whether epoch E lies inside epoch M."""
+    low = m.first is None or (e.first is not None and e.first >= m.first)
+    high = m.last is None or (e.last is not None and e.last <= m.last)
+    return low and high
 
 
 def _pinned(services: Sequence[ResolvedService], plan: Plan) -> dict[str, Pinned]:

@@ -173,7 +173,10 @@ def layer_caches(hp: HParams, s: KVSettings, *, arch: str = "") -> tuple[LayerCa
         raise ValueError(f"{rt.kind} refuses a {tv.name} V cache without flash attention")
     n_st = streams(s)
     full, ring = cells(hp, s, swa=False), cells(hp, s, swa=True)
-    trunk = hp.n_layer - (0 if s.mtp or rt.kv_for_nextn() else hp.nextn_layers or 0)
+    # (the nextn rule asked only of a model that has nextn layers)
+    trunk = hp.n_layer - (
+        0 if not hp.nextn_layers or s.mtp or rt.kv_for_nextn() else hp.nextn_layers
+    )
     kv_end = min(trunk, hp.n_layer - (hp.shared_kv_layers or 0))
     swa_set, rec_set = set(hp.swa_layers or ()), set(hp.recurrent_layers or ())
     mla = bool(hp.kv_lora_rank) and not (rt.MLA_LEVELS and s.mla == 0)

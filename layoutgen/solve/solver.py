@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from layoutgen.errors import LayoutgenError, Problem, Severity
 from layoutgen.models.profile import Profile
 from layoutgen.render.argv import server_argv, vllm_argv
+from layoutgen.runtimes.rules import flags_only
 from layoutgen.solve.footprint import (
     Setting,
     add_parts,
@@ -236,12 +237,7 @@ def solve_at(
         if refused:
             raise DoesNotFit(refused)
         placed.update(checked)
-    for n in order:
-        if n in budgeted:
-            argv = vllm_argv(spec, by_name[n], placed[n])
-        else:
-            argv = server_argv(spec, by_name[n], placed[n], shares_of[n])
-        placed[n] = dataclasses.replace(placed[n], argv=argv)
+    placed.update(_argvs(spec, by_name, placed, order, budgeted, shares_of))
     devices = _devices(spec, placed, worlds)
     problems += _speeds(spec, by_name, profiles, placed, heats)
     warnings = tuple(p.message for p in problems)
@@ -252,6 +248,47 @@ def solve_at(
     return Plan(
         name, spec.host.name, devices, services_sorted, warnings, tuple(order), assumed, paths
     )
+
+
+def _argvs(
+    spec: Spec,
+    by_name: Mapping[str, ResolvedService],
+    placed: Mapping[str, ServicePlan],
+    order: Sequence[str],
+    budgeted: set[str],
+    shares_of: Mapping[str, tuple[float, ...]],
+) -> dict[str, ServicePlan]:
+    """Each placed service with the argv that renders it (rules asked here are about
+    spelling: layoutgen.solve.builds re-renders them alone between memory epochs)."""
+    out = {}
+    with flags_only():
+        for n in order:
+            if n in budgeted:
+                argv = vllm_argv(spec, by_name[n], placed[n])
+            else:
+                argv = server_argv(spec, by_name[n], placed[n], shares_of[n])
+            out[n] = dataclasses.replace(placed[n], argv=argv)
+    return out
+
+
+def argvs_at(
+    spec: Spec,
+    services: Sequence[ResolvedService],
+    profiles: Mapping[str, Profile],
+    plan: Plan,
+) -> Plan:
+    """PLAN with every argv rendered for SPEC (its builds' spellings): what a build
+    that plans the same memory but spells flags otherwise is given."""
+    by_name = {rs.name: rs for rs in services if rs.service.model in profiles}
+    placed = {sp.name: sp for sp in plan.services}
+    budgeted = {n for n in placed if placed[n].budget is not None}
+    shares_of = {}
+    for n in placed:
+        if n not in budgeted:
+            s = setting(spec, by_name[n], profiles[by_name[n].service.model])
+            shares_of[n] = s.row_shares or shares(spec, by_name[n], s.gpus)
+    placed.update(_argvs(spec, by_name, placed, plan.order, budgeted, shares_of))
+    return dataclasses.replace(plan, services=tuple(placed[n] for n in sorted(placed)))
 
 
 def _drafts(

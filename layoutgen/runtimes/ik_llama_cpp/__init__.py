@@ -349,7 +349,7 @@ class IkLlamaCpp(Runtime):
         """Tokens the worst-case graph computes logits for: -wgt N (since build 4378)
         when given, else the whole ubatch."""
         value = flag_value(args, "-wgt", "--worst-graph-tokens")
-        if self.follows("worst-graph-tokens") and value is not None and value.isdigit():
+        if value is not None and value.isdigit() and self.follows("worst-graph-tokens"):
             return int(value) or ubatch
         return ubatch
 
@@ -374,8 +374,8 @@ class IkLlamaCpp(Runtime):
         return ["--reasoning-budget", "0"] if self.follows("reasoning-budget") else []
 
     def merges_up_gate(self, args: Sequence[str]) -> bool:
-        return self.follows("merge-up-gate") and any(
-            a in ("-muge", "--merge-up-gate-experts") for a in args
+        return any(a in ("-muge", "--merge-up-gate-experts") for a in args) and self.follows(
+            "merge-up-gate"
         )
 
 

@@ -118,7 +118,10 @@ def _attention(rt: IkLlamaCpp, s: Setting) -> int:
     hp, kv = s.profile.hparams, s.kv
     ub, n_kv = kv.ubatch, cells(hp, kv, swa=False)
     n_head = _int(hp.n_head)
-    amb = rt.attn_max_mib(s.args) * MiB
+    # -amb's default is a dated rule: asked only where it bounds something (MLA, or
+    # attention without flash), so builds on either side of it are one epoch elsewhere
+    if (hp.kv_lora_rank and kv.mla != 0) or not kv.flash_attn:
+        amb = rt.attn_max_mib(s.args) * MiB
     if hp.kv_lora_rank and kv.mla != 0:
         rank, rope = hp.kv_lora_rank, hp.rope_dim or 0
         nope = max(0, (hp.key_length or 192) - rope) if (hp.key_length or 0) < rank else 128
