@@ -22,6 +22,7 @@ from test_argv import _rules
 
 from layoutgen.errors import InvalidInput
 from layoutgen.importer import import_text
+from layoutgen.importer.cmdline import read_command
 from layoutgen.importer.tospec import FLAGS, MAPPED
 from layoutgen.models.profile import dump_profile, load_profile
 from layoutgen.solve.override import apply
@@ -112,6 +113,22 @@ def _unlisted(words: list[str], argv: list[str], yaml: str) -> set[str]:
     return _meanings(argv) - _meanings(words) - said - RENDERED_ANYWAY
 
 
+#: what the rendered argv says another way: -mg is gpus: (-sm none) or nothing (a layer
+#: split), -sm layer is the default split, --mlock may be -lm mlock
+SAID_OTHERWISE = {"main_gpu", "split_mode", "mlock", "load_mode", "-lm", "--load-mode"}
+
+
+def _lost(words: list[str], argv: list[str], imported: Any) -> set[str]:
+    """Flags of the command the rendered argv lacks, that import did not say it dropped."""
+    said = " ".join(w.message for w in imported.warnings)
+    lost = _meanings(words) - _meanings(argv) - SAID_OTHERWISE
+    return {m for m in lost if m not in said and not any(f in said for f in _spellings(m))}
+
+
+def _spellings(meaning: str) -> list[str]:
+    return [n for n, info in FLAGS.items() if info.meaning == meaning] or [meaning]
+
+
 def _reading(argv: list[str], names: list[str]) -> dict[str, str | None]:
     return apply(_rules(tuple(_normal(argv))), names)
 
@@ -175,6 +192,8 @@ def test_import_plan_argv_places_every_tensor_as_the_command(
 
     words = _words(text)
     assert _unlisted(words, list(sp.argv), imported.yaml) == set(), path.name
+    server_words = [w.text for w in read_command(text, path.name).args]
+    assert _lost(server_words, list(sp.argv), imported) == set(), path.name
 
     names = [t.name for t in profile.tensors()]
     before = _reading(words, names)
