@@ -147,6 +147,9 @@ def test_the_automaton_finds_what_a_regex_search_finds(text: str, names: list[st
         ("(" * 40 + "a" + ")" * 40, "groups nested more than 32 deep"),
         ("(a{1000}){1000}", "more than 2000 characters"),
         ("a{5,2}", "counts down"),
+        ("blk\u00e9", "is not ASCII: llama.cpp matches a name's bytes"),
+        (r"\u00e9", "is not ASCII"),
+        ("[^.]b^c", "(at offset 5: '^c')"),
     ],
 )
 def test_patterns_outside_the_language_are_refused_saying_what_to_write(

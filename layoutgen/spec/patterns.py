@@ -104,12 +104,11 @@ def _chars(text: str) -> list[tuple[int, int]]:
     return [(ord(c), ord(c)) for c in text]
 
 
-# ECMAScript's classes (ASCII \d and \w, its list of white space, '.' stops at line ends)
+# ECMAScript's classes as llama.cpp's std::regex reads them over the bytes of a name
+# (ASCII \d, \w and \s; '.' stops at line ends)
 _DIGIT = _norm([(0x30, 0x39)])
 _WORD = _norm([(0x30, 0x39), (0x41, 0x5A), (0x61, 0x7A), (0x5F, 0x5F)])
-_SPACE = _norm(
-    [*_chars(" \t\n\r\x0b\x0c\xa0\u1680\u2028\u2029\u202f\u205f\u3000\ufeff"), (0x2000, 0x200A)]
-)
+_SPACE = _norm(_chars(" \t\n\r\x0b\x0c"))
 _DOT = _complement(_norm(_chars("\n\r\u2028\u2029")))
 _CLASS_ESCAPES = {
     "d": _DIGIT,
@@ -132,6 +131,7 @@ class Atom:
 
     ranges: Ranges
     anchor: int = 0
+    pos: int = 0  # where an anchor is written
 
 
 @dataclass(frozen=True)
@@ -245,9 +245,9 @@ class _Parser:
         if ch == ".":
             return Atom(_DOT)
         if ch == "^":
-            return Atom((), _BOS)
+            return Atom((), _BOS, start)
         if ch == "$":
-            return Atom((), _EOS)
+            return Atom((), _EOS, start)
         if ch == "\\":
             return Atom(self.escape(in_class=False))
         if ch in "*+?":
@@ -303,6 +303,12 @@ class _Parser:
                 raise self.fail(f"'\\{ch}' takes {width} hex digits", start)
             self.i += width
             code = int(digits, 16)
+            if code > 0x7F:
+                raise self.fail(
+                    f"'\\{ch}{digits}' is not ASCII; tensor names are ASCII (llama.cpp "
+                    "matches bytes)",
+                    start,
+                )
             return ((code, code),)
         if ch in _SYNTAX:
             return ((ord(ch), ord(ch)),)
@@ -468,6 +474,7 @@ class _Glushkov:
     ranges: list[Ranges] = field(default_factory=list)
     anchors: list[int] = field(default_factory=list)
     follow: list[int] = field(default_factory=list)
+    written: list[int] = field(default_factory=list)  # an anchor's offset in the text
 
     def build(self, node: Node) -> tuple[bool, int, int]:
         """(nullable, first positions, last positions) of a fresh copy of ``node``."""
@@ -477,6 +484,7 @@ class _Glushkov:
                 raise PatternError(0, "")
             self.ranges.append(node.ranges)
             self.anchors.append(node.anchor)
+            self.written.append(node.pos)
             self.follow.append(0)
             return False, 1 << p, 1 << p
         if isinstance(node, Alt):
@@ -589,6 +597,13 @@ def compile_pattern(text: str) -> Pattern:
         raise PatternError(0, "an empty pattern matches every tensor; name the tensors to move")
     if "\x00" in text:
         raise PatternError(text.index("\x00"), "a NUL character ends the pattern in llama.cpp")
+    odd = next((i for i, ch in enumerate(text) if not ch.isascii()), None)
+    if odd is not None:
+        raise PatternError(
+            odd,
+            f"{text[odd]!a} is not ASCII: llama.cpp matches a name's bytes, one at a time, "
+            "and tensor names are ASCII; write the ASCII characters the names have",
+        )
     tree = _Parser(text).parse()
     problem = _backtracking(tree, text)
     if problem is not None:
@@ -607,11 +622,11 @@ def compile_pattern(text: str) -> Pattern:
         followed = any(f & bit for f in g.follow)
         if anchor == _BOS and (not first & bit or followed):
             raise PatternError(
-                text.find("^"), "'^' only at the start of the pattern (or of an alternative)"
+                g.written[p], "'^' only at the start of the pattern (or of an alternative)"
             )
         if anchor == _EOS and (not last & bit or g.follow[p]):
             raise PatternError(
-                text.find("$"), "'$' only at the end of the pattern (or of an alternative)"
+                g.written[p], "'$' only at the end of the pattern (or of an alternative)"
             )
     return Pattern(text, g, nullable, first, last)
 
