@@ -483,12 +483,44 @@ def _service(
             )
             continue
         flag, eq, inline = arg.partition("=") if vllm else (arg, "", "")
-        key = flag
-        if flag.startswith("--"):
-            key = flag.replace("_", "-")
-        if key in owned or flag in owned:
+        # both parsers turn '_' into '-' in a '--' flag's name (vLLM: up to the first '.')
+        key = flag.replace("_", "-") if flag.startswith("--") else flag
+        if vllm and key.startswith("--"):
+            key = key.split(".", 1)[0]  # --compilation-config.level 3: one field of it
+            if key not in tab.rows:
+                # argparse takes a unique prefix of an option (allow_abbrev)
+                matches = sorted(
+                    s
+                    for s in tab.rows
+                    if s.startswith(key) and (build is None or at(tab, tab.rows[s][1], build).span)
+                )
+                if len(matches) > 1:
+                    bare = _UNKNOWN
+                    yield Problem(
+                        path,
+                        f"{where}: {clip(flag)} is the start of several vLLM options ("
+                        + ", ".join(matches[:6])
+                        + "): argparse refuses it as ambiguous; write the whole name",
+                    )
+                    continue
+                if matches:
+                    key = matches[0]
+        mine = owned.get(key)
+        if mine is not None:
+            if arg.split("=", 1)[0] not in owned:  # else checks._args said it already
+                yield Problem(
+                    path,
+                    f"{where}: {clip(flag)} is {key} to {label}, which {mine.reason}; "
+                    f"{mine.instead}",
+                )
             row = tab.rows.get(key)
-            i += _arity_any(row[1], build) if row else 1
+            if not eq and row is not None:
+                n = row[1][-1].arity
+                if vllm and n != 0:
+                    while i < len(args) and (not args[i].startswith("-") or _number(args[i])):
+                        i += 1
+                else:
+                    i += min(max(n, 0), len(args) - i)
             continue
         if vllm and key.startswith("-O"):
             # FlexibleArgumentParser: -O3, -O=3, -O 3 (--optimization-level, or -O itself
@@ -514,9 +546,6 @@ def _service(
                 f"argument, not after '='; write {name_!r}, {clip(value_)}",
             )
             continue
-        if row is None and vllm and "." in key and key.split(".", 1)[0] in tab.rows:
-            key = flag = key.split(".", 1)[0]  # --compilation-config.level 3: one field
-            row = tab.rows[key]
         if row is None:
             bare = _UNKNOWN
             flag_shown = clip(flag)
