@@ -272,11 +272,13 @@ class IkLlamaCpp(Runtime):
 
         # a partial -ngl splits only the offloaded layers, and the output when it goes
         with_output = output_device(s) is not None
-        if not self.follows("split-by-size"):
-            return split_by_count(list(layers), s.devices, shares, output=with_output)
+        by_count = split_by_count(list(layers), s.devices, shares, output=with_output)
         sizes, output = split_sizes(s.profile, kv_per_layer, s.kv.ubatch)
         sizes = {il: b for il, b in sizes.items() if il in set(layers)}
-        return split_by_size(sizes, output if with_output else 0, s.devices, shares)
+        by_size = split_by_size(sizes, output if with_output else 0, s.devices, shares)
+        if by_size == by_count:
+            return by_size  # the rule changes nothing here: not asked (solve.builds)
+        return by_size if self.follows("split-by-size") else by_count
 
     def n_cpu_moe_host(
         self, s: Setting, layers: Mapping[int, str], expert_layers: Sequence[int], n: int
