@@ -101,9 +101,9 @@ def _offloaded(rt: IkLlamaCpp, hp: HParams, ub: int) -> bool:
     """Whether host experts' matmuls run on the first GPU (rule offload-by-expert-share)."""
     if not hp.n_expert or ub < 32:
         return False
-    if rt.follows("offload-by-expert-share"):
-        return ub * (hp.n_expert_used or 0) >= 32 * hp.n_expert
-    return True
+    if ub * (hp.n_expert_used or 0) >= 32 * hp.n_expert:
+        return True  # either way: the rule is not asked (solve.builds)
+    return not rt.follows("offload-by-expert-share")
 
 
 def _host_experts(s: Setting, fused: bool) -> int:
@@ -262,7 +262,9 @@ def estimate(
             # -fmoe's ggml_moe_up_gate reads up and gate in one op: the scheduler
             # copies both in for it, as one -muge tensor (ggml-backend, split inputs)
             merge_up_gate=rt.merges_up_gate(s.args) or fused,
-            by_share=rt.follows("offload-by-expert-share"),
+            # (asked only where the share decides: solve.builds)
+            by_share=ub * (hp.n_expert_used or 0) < 32 * (hp.n_expert or 0)
+            and rt.follows("offload-by-expert-share"),
         )
         # seed 001 (GLM-5.1, -ub 8192, -muge): 5418.03 MiB logged = the fused up+gate
         # copy (2450) + the activations (2944) + 24: the copy phase holds no more
