@@ -19,9 +19,15 @@ it is gone at HEAD, the commit that removed it.  vLLM: each DIR is an unpacked w
 ``vllm/entrypoints/openai/cli_args.py``, plus ``--field`` (and ``--no-field`` for
 booleans) for each field of the dataclasses those files turn into options.
 
-The output is Python source for ``flag_table.py`` on stdout: spellings, values read,
-first build (or release) seen and last; classes are kept by hand in
-``layoutgen/spec/flags.py``.
+The output is Python source on stdout (SAMPLES, and FLAGS: each spelling, its
+option's canonical spelling, and spans of (first build or release holding it, first
+lacking it or None, values read)).  It replaces everything after ``from typing
+import Any`` in layoutgen/runtimes/llama_cpp/flag_table.py,
+layoutgen/runtimes/ik_llama_cpp/flag_table.py or layoutgen/runtimes/vllm_flag_table.py
+(whose docstrings say what was read); then ``ruff format`` them.  The classes
+(modelled, refused with a reason, harmless) are kept by hand in
+layoutgen/spec/flags.py; tests/test_flags.py checks that every spelling they name is
+in a table.
 """
 
 from __future__ import annotations
