@@ -6,6 +6,9 @@ ik_llama.cpp's tree that touched that file (mirror of 2026-08-15, HEAD 8337e4cd3
 build 4840; a build is ``git rev-list --count COMMIT``, as ``--version`` prints), so
 each span is exact: (first build holding the spelling, first build lacking it or
 None, values read).  ik_llama.cpp's llama-server takes every option of that parser.
+Before build 3087 (June 2024, before ik_llama.cpp forked at about 3199) llama-server
+parsed its own options in examples/server/server.cpp, which was not read: a
+server-only option's span starts at 3087 at the earliest.
 Regenerate:
 
     python tests/tools/flag_tables.py ik_llama.cpp /path/to/ik_llama.cpp/.git
