@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 from pathlib import PurePosixPath
 
+from layoutgen.render.mounts import container_path, model_volume
 from layoutgen.solve.override import Rule, expert_rules
 from layoutgen.solve.placement import HOST
 from layoutgen.solve.plan import ServicePlan
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import ExpertsHost, ExpertsNCpuMoe, Rpc, Spec, Speculative
 
-MODELS_DIR = PurePosixPath("/models")
 #: where a container finds its LoRA adapters (each mounted read-only by name), and the
 #: directories a daily update picks the newest adapter from
 ADAPTERS_DIR = PurePosixPath("/adapters")
@@ -55,12 +55,13 @@ def flash_attn(rs: ResolvedService) -> bool:
 
 
 def model_path(spec: Spec, rs: ResolvedService) -> str:
-    """Where the server finds the GGUF: under /models/<id>/ in a container, else on the host."""
+    """Where the server finds the model: in a container, under /models/<id>/ or in its
+    Hugging Face cache repository (render/mounts.py); else on the host."""
     runtime = spec.runtimes[rs.service.runtime]
-    path = PurePosixPath(spec.models[rs.service.model].path)
+    path = spec.models[rs.service.model].path
     if runtime.image is None:
-        return str(path)
-    return str(MODELS_DIR / rs.service.model / path.name)
+        return path
+    return container_path(path, rs.service.model)
 
 
 def server_argv(
@@ -115,9 +116,9 @@ def _draft(spec: Spec, rs: ResolvedService, plan: ServicePlan) -> list[str]:
     draft = rs.service.draft
     if draft is None:
         return []
-    path = PurePosixPath(spec.models[draft.model].path)
+    path = spec.models[draft.model].path
     inside = spec.runtimes[rs.service.runtime].image is not None
-    out = ["-md", str(MODELS_DIR / draft.model / path.name) if inside else str(path)]
+    out = ["-md", container_path(path, draft.model) if inside else path]
     wanted = set(draft.gpus if draft.gpus is not None else rs.gpus)
     # in device order: the buffer names (CUDA0, CUDA1, ...) are the device names
     names = sorted(
@@ -139,8 +140,7 @@ def draft_mounts(spec: Spec, rs: ResolvedService) -> list[str]:
     draft = rs.service.draft
     if draft is None or spec.runtimes[rs.service.runtime].image is None:
         return []
-    path = PurePosixPath(spec.models[draft.model].path)
-    return [f"{path.parent}:{MODELS_DIR / draft.model}:ro,z"]
+    return [model_volume(spec.models[draft.model].path, draft.model)[0]]
 
 
 def adapter_path(spec: Spec, rs: ResolvedService, name: str, host_path: str) -> str:

@@ -3,29 +3,30 @@
 Rendering is split in two: this module decides *what* goes into the files
 (pure data, every argument already quoted for its format), the templates
 only lay it out.  Conventions (DESIGN §7): ports published on 127.0.0.1
-unless ``expose``; GPUs by CDI name; the model's directory mounted
-read-only with a shared label (``:ro,z``, so several containers can use
-it); no new privileges and every capability dropped but those the spec
-grants; unlimited memlock when the service pins host memory; a health
-check on ``/health``; services sharing a GPU start one after another in the
-solver's order, each after the previous is healthy; ``Restart=on-failure``
-with a start limit; a start timeout that covers the model's load.
+unless ``expose``; GPUs by CDI name; the model's directory (a Hugging
+Face cache model: its repository folder, so the snapshot's links into
+``blobs/`` resolve; render/mounts.py) mounted read-only with a shared label
+(``:ro,z``, so several containers can use it); no new privileges and every
+capability dropped but those the spec grants; unlimited memlock when the
+service pins host memory; a health check on ``/health``; services sharing a
+GPU start one after another in the solver's order, each after the previous
+is healthy; ``Restart=on-failure`` with a start limit; a start timeout that
+covers the model's load.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
 from layoutgen.errors import LayoutgenError
 from layoutgen.render import quoting, sandbox
 from layoutgen.render.argv import (
     API_KEY_PATH,
-    MODELS_DIR,
     adapter_mounts,
     draft_mounts,
     rpc_devices,
 )
+from layoutgen.render.mounts import MountError, model_volume, unique
 from layoutgen.runtimes.base import Runtime
 from layoutgen.solve.plan import Plan, ServicePlan
 from layoutgen.spec.checks import LOOPBACK, RUNTIME_LORA_ENV, conflicting
@@ -260,14 +261,13 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
     # the image's entrypoint supplies the argv's first words (llama-server; vllm serve)
     args = sp.argv[rt.ENTRYPOINT_WORDS :]
     env = [f"{k}={v}" for k, v in sorted(svc.env.items())] + runtime_env(svc)
-    model_path = PurePosixPath(spec.models[svc.model].path)
     by_id = {g.id: g for g in spec.host.gpus}
     pinned = _pinned(spec, rs, sp)
     health = f"curl -fsS http://127.0.0.1:{svc.port}/health"
     timeout = timeout_start(sp)
     description = f"layoutgen: {rs.name} ({svc.role}, model {svc.model})"
     publish = f"{'0.0.0.0' if svc.expose else '127.0.0.1'}:{svc.port}:{svc.port}"
-    volume = f"{model_path.parent}:{MODELS_DIR / svc.model}:ro,z"
+    volumes = _volumes(spec, rs)
     # CDI names: the UUID when the spec gives one (it follows the card when indices
     # change), else the NVML index; in index order, which CUDA_DEVICE_ORDER keeps
     local = sorted(
@@ -285,8 +285,8 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
     options += ["--env", "CUDA_DEVICE_ORDER=PCI_BUS_ID"]
     for pair in env:
         options += ["--env", pair]
-    options += ["--publish", publish, "--volume", volume]
-    for mount in draft_mounts(spec, rs) + adapter_mounts(spec, rs):
+    options += ["--publish", publish]
+    for mount in volumes:
         options += ["--volume", mount]
     if rt.SHM_SIZE is not None:
         options += ["--shm-size", rt.SHM_SIZE]
@@ -323,7 +323,7 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
     quadlet: dict[str, list[tuple[str, str]]] = {"Unit": unit_section}
     if runtime.image is not None and "quadlet" in spec.host.targets:
         quadlet["Container"] = _container(
-            spec, rs, runtime.image, devices, publish, volume, caps, pinned, health, timeout, args
+            spec, rs, runtime.image, devices, publish, volumes, caps, pinned, health, timeout, args
         )
         quadlet["Service"] = service_common + _readiness(spec, svc.port, quadlet["Container"])
         if deps.at_boot:
@@ -369,6 +369,16 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
         quadlet=_checked(quadlet),
         service=_checked(service),
     )
+
+
+def _volumes(spec: Spec, rs: ResolvedService) -> list[str]:
+    """The container's read-only mounts: the model's, its draft's, its adapters'; once
+    each (a model and its draft from one Hugging Face cache repository share one)."""
+    model = model_volume(spec.models[rs.service.model].path, rs.service.model)[0]
+    try:
+        return unique([model, *draft_mounts(spec, rs), *adapter_mounts(spec, rs)])
+    except MountError as exc:
+        raise RenderError(f"services.{rs.name}: {exc}") from None
 
 
 #: Keys whose values are command lines, quoted by quoting.systemd_line.
@@ -422,7 +432,7 @@ def _container(
     image: str,
     devices: list[str],
     publish: str,
-    volume: str,
+    volumes: list[str],
     caps: list[str],
     pinned: bool,
     health: str,
@@ -441,8 +451,8 @@ def _container(
     keys += [("Environment", "CUDA_DEVICE_ORDER=PCI_BUS_ID")]
     keys += [("Environment", f"{k}={v}") for k, v in sorted(rs.service.env.items())]
     keys += [("Environment", pair) for pair in runtime_env(rs.service)]
-    keys += [("PublishPort", publish), ("Volume", volume)]
-    keys += [("Volume", mount) for mount in draft_mounts(spec, rs) + adapter_mounts(spec, rs)]
+    keys += [("PublishPort", publish)]
+    keys += [("Volume", mount) for mount in volumes]
     rt = spec.runtimes[rs.service.runtime].rules()
     if rt.SHM_SIZE is not None:
         keys.append(("ShmSize", rt.SHM_SIZE))
