@@ -93,15 +93,29 @@ def test_vllm_image_in_podman_maps_volume_devices_and_tag() -> None:
     assert "cmd.sh:1:171: warning: dropped --ipc=host: the spec has no key for it" in warnings
 
 
-def test_the_rendered_vllm_script_imports_to_its_spec() -> None:
-    """import(render(spec)) for the vLLM example: the service's keys come back."""
+@pytest.mark.parametrize(
+    "rendered",
+    [
+        "podman/aeon.sh",
+        "quadlet/aeon.container",
+        "systemd/aeon.service",
+        "podman/genesis.sh",
+        "quadlet/genesis.container",
+        "systemd/genesis.service",
+    ],
+)
+def test_the_rendered_vllm_files_import_to_their_spec(rendered: str) -> None:
+    """import(render(spec)) for the vLLM example, from each kind of file render writes
+    (out/ is the golden render of layouts/): the service's keys come back."""
     spec = YAML(typ="safe").load((ROOT / "layouts" / "vllm-tower-seed004.yaml").read_text())
-    script = ROOT / "out" / "tower-vllm" / "podman" / "aeon.sh"
+    script = ROOT / "out" / "tower-vllm" / rendered
+    name = script.stem
     doc, _, _ = _imported(script.read_text(), script.name)
-    got = doc["services"]["aeon"]
-    want = spec["services"]["aeon"]
-    for key in ("port", "ctx", "parallel", "gpus", "kv_cache_dtype", "speculative", "env"):
-        assert got[key] == want[key], key
+    got = doc["services"][name]
+    want = spec["services"][name]
+    for key in ("port", "ctx", "gpus", "kv_cache_dtype", "speculative", "env", "args"):
+        assert got.get(key) == want.get(key), key
+    assert got["parallel"] == want.get("parallel", 2)  # the worker role's 2, rendered
     (runtime,) = doc["runtimes"].values()
     assert runtime["image"] == spec["runtimes"][want["runtime"]]["image"]
     assert runtime["version"] == spec["runtimes"][want["runtime"]]["version"]
