@@ -50,16 +50,17 @@ AllowOutside = Annotated[
     typer.Option(
         "--allow-outside",
         help="read specs, profiles and heat files (and write --out) even where they resolve "
-        "outside the repository (a symbolic link, a ../ path); never in CI on pull requests",
+        "outside the repository (a symbolic link, a ../ path); also LAYOUTGEN_ALLOW_OUTSIDE=1. "
+        "Never in CI on pull requests",
     ),
 ]
 
 
 def _allow_outside(on: bool) -> None:
-    if on:
-        from layoutgen.spec import source
+    """Set for this command (tests run several in one process): on only when given."""
+    from layoutgen.spec import source
 
-        source.allow_outside()
+    source.allow_outside(on)
 
 
 @app.command()
@@ -332,7 +333,13 @@ def _write_out(
     from layoutgen.render import outdir
     from layoutgen.spec import source
 
-    why = source.outside(out, source.boundary(out), str(out), "writes its output")
+    why = source.outside(
+        out,
+        source.boundary(out),
+        str(out),
+        "writes its output",
+        "point --out at a directory inside the repository",
+    )
     if why is not None:
         print(f"error: {why}", file=sys.stderr)
         return 1

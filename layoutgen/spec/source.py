@@ -13,10 +13,11 @@ numbers): a hostile spec is refused before it costs anything.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import stat
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,18 @@ class Document:
         self._root = root
         self._loader = loader  # builds mapping keys (an int key, a quoted one) for lookups
         self._keys: dict[int, dict[Any, tuple[Any, Any]]] = {}
+        self._within: tuple[Path, ...] | None = None
+
+    @property
+    def within(self) -> tuple[Path, ...]:
+        """The directories the files this document names may resolve into (:func:`boundary`)."""
+        if self._within is None:
+            self._within = boundary(self.path)
+        return self._within
+
+    @within.setter
+    def within(self, roots: Sequence[Path]) -> None:
+        self._within = tuple(roots)
 
     def plain(self) -> Any:
         return self._data
@@ -251,13 +264,116 @@ def _is_constructor_error(exc: Exception) -> bool:
     return isinstance(exc, ConstructorError)
 
 
-def load(path: Path, name: str | None = None) -> Document:
-    """Read and parse a YAML file; unreadable files are diagnostics too."""
+# ------------------------------------------------------------------ where files may be
+
+#: ``--allow-outside``: read specs and profiles wherever they resolve (set by the CLI)
+_ALLOW_OUTSIDE = False
+#: the environment's way to say ``--allow-outside`` (a host whose profiles live in /srv)
+ALLOW_OUTSIDE_ENV = "LAYOUTGEN_ALLOW_OUTSIDE"
+
+
+def allow_outside(on: bool = True) -> None:
+    """Read specs, profiles and heat files wherever they resolve (``--allow-outside``)."""
+    global _ALLOW_OUTSIDE
+    _ALLOW_OUTSIDE = on
+
+
+def outside_allowed() -> bool:
+    """``--allow-outside`` was given, or ``LAYOUTGEN_ALLOW_OUTSIDE=1`` is set."""
+    return _ALLOW_OUTSIDE or os.environ.get(ALLOW_OUTSIDE_ENV) == "1"
+
+
+def repository(start: Path) -> Path | None:
+    """The top of the git work tree holding ``start`` (a directory), found lexically:
+    the nearest of it and its parents with a ``.git`` entry; None outside one."""
+    here = Path(os.path.abspath(start))
+    for folder in (here, *here.parents):
+        if os.path.lexists(folder / ".git"):
+            return folder
+    return None
+
+
+def boundary(spec: Path) -> tuple[Path, ...]:
+    """The directories (resolved) that a spec, and the files it names, may resolve into.
+
+    The git repository holding the spec as it was named (its directory when it
+    is in none), and the repository of the working directory: in CI both are
+    the checkout of the pull request.  Why: the repository's content, symbolic
+    links included, is whoever opened the pull request's to choose, and a link
+    ``layouts/x.yaml -> /etc/shadow`` (or a profile ``../../../home/ci/.netrc``)
+    must not make a CI job read, and quote, a file that is not theirs.
+    """
+    folder = Path(os.path.abspath(spec)).parent
+    roots = [repository(folder) or folder]
+    here = repository(Path.cwd())
+    if here is not None and here not in roots:
+        roots.append(here)
+    return tuple(_resolved(r) for r in roots)
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a loop: nothing resolves into it
+        return path
+
+
+def outside(
+    path: Path,
+    within: Sequence[Path],
+    display: str | None = None,
+    what: str = "reads specs and profiles",
+    fix: str = "move the file into the repository",
+) -> str | None:
+    """Why ``path`` may not be read (it resolves outside ``within``, or into a
+    ``.git`` directory), in one line naming ``display`` and never the content; None
+    when it may be (or ``--allow-outside`` was given).  ``what``: what layoutgen
+    does there, ``fix``: what to do instead, for the message."""
+    if outside_allowed():
+        return None
+    shown = display or str(path)
+    try:
+        real = path.resolve()
+    except (OSError, RuntimeError):  # RuntimeError: a symbolic link loop (Python < 3.13)
+        return f"cannot resolve {shown} (a loop of symbolic links?); replace it with the file"
+    for root in within:
+        try:
+            rel = real.relative_to(root)
+        except ValueError:
+            continue
+        if ".git" in rel.parts:
+            return (
+                f"{shown} resolves into the repository's .git directory; layoutgen never "
+                "reads git's own files as specs or profiles: name a file of the work tree"
+            )
+        return None
+    where = " or ".join(str(r) for r in within) or "the repository"
+    return (
+        f"{shown} resolves outside {where}, through a symbolic link or a ../ path; layoutgen "
+        f"{what} only inside the repository (the spec's directory outside one), so that a "
+        f"pull request cannot make CI read or write other files: {fix}, or give "
+        "--allow-outside if you trust where it points"
+    )
+
+
+def load(path: Path, name: str | None = None, within: Sequence[Path] | None = None) -> Document:
+    """Read and parse a YAML file; unreadable files are diagnostics too.
+
+    A file that resolves outside ``within`` (default: :func:`boundary` of the
+    file itself) is refused unread; the document's ``within`` is the same.
+    """
     display = name or str(path)
 
     def refuse(message: str, line: int = 0, col: int = 0) -> InvalidInput:
         return InvalidInput([Diagnostic(display, line, col, Severity.ERROR, message)])
 
+    roots = tuple(within) if within is not None else boundary(path)
+    try:
+        why = outside(path, roots, "the file")
+    except ValueError as exc:  # a NUL in the name
+        raise refuse(f"cannot read: {exc}") from None
+    if why is not None:
+        raise refuse(why)
     try:
         info = path.stat()
         if stat.S_ISDIR(info.st_mode):
@@ -274,7 +390,9 @@ def load(path: Path, name: str | None = None) -> Document:
         raise refuse(f"cannot read: {exc.strerror}") from None
     except ValueError as exc:  # a NUL in the name
         raise refuse(f"cannot read: {exc}") from None
-    return parse_bytes(raw, display, path)
+    doc = parse_bytes(raw, display, path)
+    doc.within = roots
+    return doc
 
 
 def parse_bytes(raw: bytes, display: str, path: Path) -> Document:

@@ -139,6 +139,10 @@ def _profiles(
     for mid in sorted(spec.models):
         ref = spec.models[mid].profile
         path = doc.path.parent / ref
+        why = source.outside(path, doc.within, repr(ref))  # issue 31: no link out of the repo
+        if why is not None:
+            problems.append(Problem(("models", mid, "profile"), f"models.{mid}.profile: {why}"))
+            continue
         try:
             found = path.is_file()
         except OSError:  # a name too long for the file system, say
@@ -188,6 +192,10 @@ def _heats(spec: Spec, doc: source.Document) -> tuple[dict[str, HeatProfile], li
     for mid, ref in sorted(wanted.items()):
         path = doc.path.parent / ref
         where = ("models", mid, "heat")
+        why = source.outside(path, doc.within, repr(ref))  # issue 31: no link out of the repo
+        if why is not None:
+            problems.append(Problem(where, f"models.{mid}.heat: {why}"))
+            continue
         try:
             if not path.is_file():
                 problems.append(
