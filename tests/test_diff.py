@@ -111,7 +111,56 @@ def test_a_profile_change_alone_shows_its_consequences(repo: Path) -> None:
 def test_errors_exit_1(repo: Path) -> None:
     result = run_cli(["diff", f"HEAD~9:{SPEC}", SPEC])
     assert result.code == 1
-    assert result.stderr.startswith("error: git show HEAD~9:layouts/final.yaml")
+    assert result.stderr.startswith(
+        "error: git cat-file blob --end-of-options HEAD~9:layouts/final.yaml: fatal: "
+    )
+
+
+@pytest.mark.parametrize(
+    "old",
+    [
+        f"--output=PWNED:{SPEC}",
+        f"-oPWNED:{SPEC}",
+        f"--textconv:{SPEC}",
+    ],
+)
+def test_a_revision_that_looks_like_an_option_is_refused(repo: Path, old: str) -> None:
+    """Issue 31: `diff -- '--output=PATH:spec' NEW` made git write PATH."""
+    result = run_cli(["diff", "--", old, SPEC])
+    assert result.code == 1
+    assert result.stderr == (
+        f"error: {old}: a revision cannot start with '-' (git would read it as an option); "
+        "give REV:path, e.g. origin/main:layouts/x.yaml\n"
+    )
+    assert not list(repo.glob("PWNED*"))
+
+
+@pytest.mark.parametrize("path", ["../../etc/passwd", "/etc/passwd", "..", "layouts/../.."])
+def test_a_path_outside_the_repository_is_an_error_not_a_traceback(repo: Path, path: str) -> None:
+    result = run_cli(["diff", f"HEAD:{path}", SPEC])
+    assert result.code == 1
+    assert result.stderr == (
+        f"error: HEAD:{path}: {path} is outside the repository ({repo}); give REV:path "
+        "with the path of a spec in the repository\n"
+    )
+    assert "root:" not in result.stdout + result.stderr
+
+
+def test_a_profile_named_outside_the_repository_at_rev_is_not_read(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spec at REV names a profile by a path leaving the repository: git is not
+    asked for it, the working tree's file is not read, validate says why."""
+    monkeypatch.delenv("LAYOUTGEN_ALLOW_OUTSIDE", raising=False)
+    text = (repo / SPEC).read_text()
+    hostile = re.sub(r"profile: \S+", "profile: ../../../../../../etc/passwd", text, count=1)
+    (repo / SPEC).write_text(hostile)
+    _git(repo, "commit", "-qam", "hostile")
+    (repo / SPEC).write_text(text)
+    result = run_cli(["diff", f"HEAD:{SPEC}", SPEC])
+    assert result.code == 1
+    assert "resolves outside" in result.stderr
+    assert "root:" not in result.stdout + result.stderr
 
 
 def test_gpus_added_removed_and_each_side_under_its_own_name(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ and rendered in memory; :func:`summarise` compares the results.
 from __future__ import annotations
 
 import difflib
+import os
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -33,7 +34,12 @@ class Version:
 
 
 def _git(cwd: Path, *args: str) -> str:
-    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
+    try:
+        proc = subprocess.run(
+            ["git", *args], cwd=cwd, capture_output=True, text=True, check=False, errors="replace"
+        )
+    except OSError as exc:  # no git installed
+        raise GitError(f"git {' '.join(args)}: {exc.strerror}") from None
     if proc.returncode != 0:
         raise GitError(f"git {' '.join(args)}: {proc.stderr.strip() or 'failed'}")
     return proc.stdout
@@ -44,28 +50,59 @@ def is_git_ref(arg: str) -> bool:
     return bool(sep) and bool(rev) and bool(path) and not Path(arg).exists()
 
 
+def _blob(top: Path, rev: str, path: str) -> str:
+    """The file ``path`` (relative to the repository's top) at ``rev``: ``git cat-file
+    blob --end-of-options REV:path`` (REV was checked not to start with ``-`` too)."""
+    return _git(top, "cat-file", "blob", "--end-of-options", f"{rev}:{path}")
+
+
+def _inside(rel: str) -> bool:
+    return not (rel == ".." or rel.startswith("../") or PurePosixPath(rel).is_absolute())
+
+
 def materialise(arg: str, into: Path) -> Path:
-    """Write ``REV:path`` and the profiles it names (at REV) under ``into``; return the spec."""
-    from ruamel.yaml import YAML
+    """Write ``REV:path`` and the profiles it names (at REV) under ``into``; return the spec.
+
+    Issue 31: in CI the arguments may be built from a pull request's file names, so
+    REV may not start with ``-`` (git would read an option: ``--output=FILE`` wrote a
+    file), and ``path`` must lie inside the repository.
+    """
+    from layoutgen.errors import InvalidInput
+    from layoutgen.spec import source
 
     rev, _, path = arg.partition(":")
+    if rev.startswith("-"):
+        raise GitError(
+            f"{arg}: a revision cannot start with '-' (git would read it as an option); "
+            "give REV:path, e.g. origin/main:layouts/x.yaml"
+        )
     cwd = Path.cwd()
     top = Path(_git(cwd, "rev-parse", "--show-toplevel").strip())
-    rel = (cwd / path).resolve().relative_to(top.resolve()).as_posix()
-    text = _git(top, "show", f"{rev}:{rel}")
+    rel = os.path.relpath(os.path.normpath(cwd.resolve() / path), top.resolve())
+    rel = PurePosixPath(Path(rel).as_posix()).as_posix()
+    if not _inside(rel) or rel == ".":
+        raise GitError(
+            f"{arg}: {path} is outside the repository ({top}); give REV:path with the path of "
+            "a spec in the repository"
+        )
+    text = _blob(top, rev, rel)
     spec = into / rel
     spec.parent.mkdir(parents=True, exist_ok=True)
     spec.write_text(text)
-    data = YAML(typ="safe").load(text)
+    try:  # bounded like every spec read; validate reports what is wrong, located
+        data = source.parse(text, arg).plain()
+    except InvalidInput:
+        data = None
     models = data.get("models", {}) if isinstance(data, dict) else {}
     for model in models.values() if isinstance(models, dict) else ():
         ref = model.get("profile") if isinstance(model, dict) else None
-        if not isinstance(ref, str):
+        if not isinstance(ref, str) or "\0" in ref:
             continue
-        target = (PurePosixPath(rel).parent / ref).as_posix()
-        normal = str(PurePosixPath(*_normalise(PurePosixPath(target).parts)))
+        normal = os.path.normpath((PurePosixPath(rel).parent / ref).as_posix())
+        if not _inside(normal):
+            continue  # validate refuses it, located in the spec
         try:
-            content = _git(top, "show", f"{rev}:{normal}")
+            content = _blob(top, rev, normal)
         except GitError:
             continue  # validate reports the missing profile, located in the spec
         out = into / normal
@@ -74,26 +111,18 @@ def materialise(arg: str, into: Path) -> Path:
     return spec
 
 
-def _normalise(parts: tuple[str, ...]) -> list[str]:
-    out: list[str] = []
-    for part in parts:
-        if part == "..":
-            if out:
-                out.pop()
-        elif part != ".":
-            out.append(part)
-    return out
-
-
 def load(arg: str, workdir: Path | None = None) -> Version:
     """Validate, solve and render one side; raises InvalidInput/LayoutgenError."""
     from layoutgen.render.artifacts import render
-    from layoutgen.spec.validate import validate_file
+    from layoutgen.spec import source
+    from layoutgen.spec.validate import validate_document, validate_file
 
     if is_git_ref(arg):
         with tempfile.TemporaryDirectory() as tmp:
             spec = materialise(arg, Path(tmp))
-            validated = validate_file(spec, arg)
+            # the tree at REV is the repository: its files resolve inside it or nowhere
+            doc = source.load(spec, arg, within=(Path(tmp).resolve(),))
+            validated = validate_document(doc)
             return Version(arg, validated, render(validated, arg))
     validated = validate_file(Path(arg), arg)
     return Version(arg, validated, render(validated, arg))
