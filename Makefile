@@ -42,7 +42,7 @@ test: $(STAMP) lint typecheck tools runtime
 # The long hostile-input sweeps (issue 12), each outside CI's time budget;
 # `make test` runs a small seeded sample of each.
 fuzz: $(STAMP)
-	LAYOUTGEN_FUZZ_CASES=10000 $(BIN)/pytest -q -s -p no:cacheprovider tests/test_fuzz.py tests/test_fuzz_safetensors.py
+	LAYOUTGEN_FUZZ_CASES=10000 $(BIN)/pytest -q -s -p no:cacheprovider tests/test_fuzz.py tests/test_fuzz_safetensors.py tests/test_fuzz_symlinks.py
 
 injection: $(STAMP) tools
 	LAYOUTGEN_INJECTION=all $(BIN)/pytest -q -p no:cacheprovider tests/test_injection.py
