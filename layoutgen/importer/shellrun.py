@@ -139,8 +139,10 @@ def record(path: Path, source: str) -> list[Call]:
 
 
 def _order(p: Path) -> tuple[int, int]:
-    _, stamp, pid = p.stem.split("-")
-    return int(stamp), int(pid)
+    """Calls in the order they were made: by the time stamp in the name, then pid (a
+    ``date`` without %N leaves letters in the stamp: those count as 0)."""
+    _, stamp, pid = [*p.stem.split("-"), "", ""][:3]
+    return int(re.sub(r"\D", "", stamp) or 0), int(re.sub(r"\D", "", pid) or 0)
 
 
 def _starts(call: Call) -> bool:
