@@ -99,3 +99,9 @@ def test_cli_spec_maps_the_seed_device(tmp_path: Path) -> None:
         f"{unit}:8:11: error: the command runs on the GPU with index 1, which the spec's "
         "host.gpus does not have (its GPUs: gpu0 (index 0), gpu1 (index 7))"
     )
+
+
+def test_docker_gpus_forms() -> None:
+    assert service(podman("--gpus all"))["gpus"] == ["left", "right"]
+    assert service(podman("--gpus 1"))["gpus"] == ["left"]  # a count: the first GPU
+    assert service(podman("--gpus '\"device=1\"'"))["gpus"] == ["right"]

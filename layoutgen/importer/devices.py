@@ -52,6 +52,10 @@ def _entries(command: Command) -> list[tuple[Word, str]]:
     """(word, entry) for each GPU a device option or CUDA_VISIBLE_DEVICES names."""
     out: list[tuple[Word, str]] = []
     for d in command.devices:
+        count = re.fullmatch(r"gpus=(\d{1,3})", d.text)
+        if count is not None:  # docker --gpus N: the first N GPUs
+            out += [(d, str(i)) for i in range(int(count.group(1)))]
+            continue
         m = _CDI.fullmatch(d.text) or _DOCKER_GPUS.fullmatch(d.text)
         if m is None:
             continue
