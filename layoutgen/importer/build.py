@@ -69,7 +69,7 @@ def _known(kind: str, version: str) -> bool:
 
     try:
         runtimes.get(kind, version)
-    except Exception:
+    except (KeyError, ValueError):  # VersionError: a build the rules do not name
         return False
     return True
 

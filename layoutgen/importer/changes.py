@@ -56,7 +56,7 @@ def added(
 
     try:
         rt = runtimes.get(kind, version)
-    except Exception:  # an unknown build: the newest rules, as the plan would
+    except (KeyError, ValueError):  # a build no rule names: the newest rules, as written
         rt = runtimes.get(kind)
     out = []
     defaults = (

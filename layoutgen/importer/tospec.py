@@ -1008,7 +1008,7 @@ def _role_neutral(out: _Out, runtime: CommentedMap, split: bool) -> None:
             off = " ".join(
                 runtimes.get(str(runtime["kind"]), runtime.get("version")).reasoning_off()
             )
-        except Exception:
+        except (KeyError, ValueError):
             off = "its reasoning-off flag"
         out.put(
             "reasoning",
