@@ -136,3 +136,34 @@ def test_a_written_version_is_planned_by_its_rules_alone() -> None:
     assert "epochs" not in plan.runtimes["ik_llama"]
     assert not any("no 'version:'" in w for w in plan.warnings)
     assert plan.service("grandpa").expert_layers["gpu1"] == tuple(range(64, 78))
+
+
+_PLAN_UNVERSIONED = """
+import sys
+from pathlib import Path
+from layoutgen.solve.plan import to_json
+from layoutgen.solve.solver import solve
+from layoutgen.spec.validate import validate_file
+for name in sys.argv[1:]:
+    v = validate_file(Path(name))
+    rts = {r: x.model_copy(update={"version": None}) for r, x in v.spec.runtimes.items()}
+    spec = v.spec.model_copy(update={"runtimes": rts})
+    out = to_json(solve(spec, v.services, v.profiles, name, one_argv=False))
+print(out, end="")
+"""
+
+
+def test_the_epochs_a_spec_shows_do_not_depend_on_what_ran_before() -> None:
+    """rules.ASKED grows with every spec a process plans (render of several specs,
+    validate layouts/*.yaml): a spec planned after another must give the same plan
+    JSON as planned alone, its epochs merged where they plan alike."""
+    import subprocess
+    import sys
+
+    b = str(LAYOUTS / "glm51-4-n-cpu-moe-64-1gpu.yaml")
+    a = str(LAYOUTS / "familiar-final.yaml")
+    run = [sys.executable, "-c", _PLAN_UNVERSIONED]
+    alone = subprocess.run([*run, b], capture_output=True, text=True, check=True).stdout
+    after = subprocess.run([*run, a, b], capture_output=True, text=True, check=True).stdout
+    assert '"every build"' in alone
+    assert alone == after

@@ -169,9 +169,27 @@ def _explore(
             spelled[e, m] = plan
         if epochs(rt, FOR_MEMORY) == memory and epochs(rt) == every:
             break
-    return Outcome(
-        rid, rt, {e: spelled[e, next(m for m in memory if _within(e, m))] for e in every}
-    )
+    plans = [(e, spelled[e, next(m for m in memory if _within(e, m))]) for e in every]
+    return Outcome(rid, rt, _coarsest(plans))
+
+
+def _coarsest(plans: Sequence[tuple[Epoch, Plan]]) -> dict[Epoch, Plan]:
+    """Adjacent epochs that plan alike, as one: the epochs a spec shows do not depend
+    on which rules other specs asked earlier in the process (rules.ASKED only grows),
+    so the same spec gives the same plan JSON and warnings whatever ran before it."""
+    runs: list[tuple[Epoch, Plan]] = []
+    for e, plan in plans:
+        if runs and _alike(runs[-1][1], plan):
+            first = runs[-1][0]
+            runs[-1] = (Epoch(first.first, e.last), runs[-1][1])
+        else:
+            runs.append((e, plan))
+    return dict(runs)
+
+
+def _alike(a: Plan, b: Plan) -> bool:
+    """Whether two epochs' plans are the same to a reader (the rules they name aside)."""
+    return a.devices == b.devices and a.services == b.services and a.warnings == b.warnings
 
 
 def _within(e: Epoch, m: Epoch) -> bool:
