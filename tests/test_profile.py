@@ -188,3 +188,27 @@ def test_a_cache_type_the_rows_do_not_fit_is_a_located_error(tmp_path: Path) -> 
         "cache_type_k: f16, or check the profile's head sizes"
     )
     assert spec.splitlines()[diag.line - 1].lstrip().startswith("cache_type_k:")
+
+
+@pytest.mark.parametrize("value", ["0", "1", "4097"])
+def test_no_hyperparameter_value_ends_in_a_traceback(tmp_path: Path, value: str) -> None:
+    """Each numeric hyperparameter of the two profiles seed 001's layout uses, set to
+    ``value``: validate says valid, or gives located errors; nothing else escapes."""
+    import re
+    import shutil
+
+    from layoutgen.spec.validate import validate_file
+
+    spec = tmp_path / "familiar-final.yaml"
+    shutil.copy(ROOT / "layouts" / "familiar-final.yaml", spec)
+    shutil.copytree(MODELS, tmp_path / "models")
+    for profile in ("glm-5.1-iq3_ks.yaml", "qwen3-coder-next-q4_0.yaml"):
+        text = (MODELS / profile).read_text(encoding="utf-8")
+        for key in re.findall(r"(?m)^  ([a-z_]+): \d+$", text):
+            changed = re.sub(rf"(?m)^  {key}: \d+$", f"  {key}: {value}", text)
+            (tmp_path / "models" / profile).write_text(changed, encoding="utf-8")
+            try:
+                validate_file(spec)
+            except InvalidInput as exc:
+                assert all(d.line >= 1 for d in exc.diagnostics), (key, exc.diagnostics)
+        (tmp_path / "models" / profile).write_text(text, encoding="utf-8")
