@@ -35,7 +35,7 @@ host:
 models:
   coder: {{path: /models/coder.gguf, profile: {PROFILE}}}
 runtimes:
-  ik: {{kind: ik_llama.cpp, image: "registry.home.arpa/ik_llama.cpp:4327"}}
+  ik: {{kind: ik_llama.cpp, image: "registry.home.arpa/ik_llama.cpp:4327", version: "4327"}}
 services:
   worker:
     model: coder
