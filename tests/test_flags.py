@@ -274,9 +274,13 @@ def test_an_undated_flag_is_a_warning_not_an_error(tmp_path: Path) -> None:
 
 def test_with_no_version_a_flag_some_build_has_passes(tmp_path: Path) -> None:
     assert _errors(_validate(tmp_path, "ik_llama.cpp", None, ["-wgt", "8", "--jinja"])) == {}
-    diags = _validate(tmp_path, "llama.cpp", None, ["--license"])
+    diags = _validate(tmp_path, "llama.cpp", None, ["--tts-use-guide-tokens"])
     assert _errors(diags) == {}
-    assert any("--license is gone from llama.cpp by 9409" in d.message for d in diags)
+    assert any(
+        "--tts-use-guide-tokens is not in the newest llama.cpp builds (read in builds "
+        "9093-10001 (gone by 10502))" in d.message
+        for d in diags
+    )
 
 
 def test_every_class_list_names_flags_the_parsers_have() -> None:
@@ -284,6 +288,7 @@ def test_every_class_list_names_flags_the_parsers_have() -> None:
     llama = set(flags.table("llama.cpp").rows) | set(flags.table("ik_llama.cpp").rows)
     assert sorted(set(flags.MODELLED) - llama) == []
     assert sorted(set(flags.UNMODELLED) - llama) == []
+    assert sorted(flags.EXITS - llama) == []
     assert sorted(set(flags.VLLM_UNMODELLED) - set(flags.table("vllm").rows) - {"-O"}) == []
 
 
@@ -333,3 +338,9 @@ def test_an_owned_flag_in_another_spelling_is_refused(
     errors = _errors(_validate(tmp_path, kind, version, args))
     assert list(errors) == [0], errors
     assert says in errors[0]
+
+
+@pytest.mark.parametrize("spelling", ["--version", "--list-devices", "-h"])
+def test_a_flag_that_makes_the_server_exit_is_refused(tmp_path: Path, spelling: str) -> None:
+    errors = _errors(_validate(tmp_path, "llama.cpp", "11434", [spelling]))
+    assert "makes llama-server print and exit" in errors[0]

@@ -227,7 +227,39 @@ UNMODELLED: Mapping[str, str] = {
     ),
     **dict.fromkeys(("-lzm", "--lazy-mode"), "reads tensors on demand instead of loading them"),
     **dict.fromkeys(("-ot", "--override-tensor"), "use 'tensor_overrides:'"),
+    **dict.fromkeys(
+        ("-no-ooae", "--no-offload-only-active-experts"),
+        "copies whole expert tensors, not the active experts, into the compute buffer "
+        "of the GPU that runs a host-expert matmul: a buffer the plan does not size",
+    ),
+    **dict.fromkeys(
+        (
+            *("-hf", "-hfr", "--hf-repo", "-hff", "--hf-file", "-mu", "--model-url"),
+            *("-dr", "--docker-repo", "-hfd", "-hfrd", "--hf-repo-draft"),
+            *("-hfv", "-hfrv", "--hf-repo-v", "-hffv", "--hf-file-v"),
+        ),
+        "loads a model the plan does not know; set the model under 'models:'",
+    ),
+    **dict.fromkeys(
+        ("--models-dir", "--models-preset", "--models-max", "--models-autoload"),
+        "router mode loads and unloads models the plan does not know; run one service per model",
+    ),
+    **dict.fromkeys(
+        (
+            *("--gpt-oss-20b-default", "--gpt-oss-120b-default", "--embd-gemma-default"),
+            *("--vision-gemma-4b-default", "--vision-gemma-12b-default"),
+            *("--fim-qwen-1.5b-default", "--fim-qwen-3b-default", "--fim-qwen-7b-default"),
+            *("--fim-qwen-7b-spec", "--fim-qwen-14b-spec", "--fim-qwen-30b-default"),
+        ),
+        "a preset sets the model (and context, batch, draft) itself; write them in the spec",
+    ),
 }
+
+#: spellings that make llama-server print something and exit (llama.cpp, ik_llama.cpp)
+EXITS = frozenset(
+    {"-h", "--help", "--usage", "--version", "--license", "--list-devices"}
+    | {"--completion-bash", "--cache-list"}
+)
 
 #: vLLM spellings that change memory and are not planned (its owned ones are
 #: Vllm.OWNED_FLAGS)
@@ -266,6 +298,30 @@ VLLM_UNMODELLED: Mapping[str, str] = {
         "changes the multimodal profile run the plan budgets",
     ),
     **dict.fromkeys(("--hf-overrides",), "changes the model config the plan read"),
+    **dict.fromkeys(
+        ("--enable-eplb", "--num-redundant-experts", "--eplb-config"),
+        "expert load balancing keeps redundant expert copies the plan does not budget",
+    ),
+    **dict.fromkeys(
+        ("--cpu-offload-params", "--offload-backend", "--offload-group-size"),
+        "moves weights to host RAM: the plan budgets them on the GPUs",
+    ),
+    **dict.fromkeys(
+        ("--offload-num-in-group", "--offload-params", "--offload-prefetch-step"),
+        "moves weights to host RAM: the plan budgets them on the GPUs",
+    ),
+    **dict.fromkeys(
+        ("--kv-cache-dtype-skip-layers", "--mamba-cache-dtype", "--mamba-ssm-cache-dtype"),
+        "changes cache dtypes the plan sizes; use 'kv_cache_dtype:'",
+    ),
+    **dict.fromkeys(
+        ("--device-memory-utilization", "--mm-ipc-gpu-memory-gb"),
+        "changes the GPU memory vLLM takes beside the plan's budget",
+    ),
+    **dict.fromkeys(
+        ("--mamba-block-size", "--kv-sharing-fast-prefill", "--speculative-max-model-len"),
+        "changes the KV cache the plan sizes",
+    ),
     **dict.fromkeys(("--load-format",), "changes how the weights are loaded and sized"),
     **dict.fromkeys(("--dtype",), "changes the weights' dtype the plan sized"),
 }
@@ -571,8 +627,8 @@ def _service(
             if spans[-1].until is not None:
                 yield Problem(
                     path,
-                    f"{where}: {flag} is gone from {label} by {_show(spans[-1].until)} "
-                    f"({_builds(tab, spans)}); write the build under "
+                    f"{where}: {flag} is not in the newest {label} builds ("
+                    f"{_builds(tab, spans)}); write the build under "
                     f"runtimes.{rs.service.runtime}.version, or remove it",
                     Severity.WARNING,
                 )
@@ -706,6 +762,13 @@ def _classify(
         return
     if key in ("-fa", "--flash-attn"):
         yield from _flash_attn(rs, kind, build, path, where, flag, values)
+        return
+    if key in EXITS:
+        yield Problem(
+            path,
+            f"{where}: {flag} makes llama-server print and exit: the service would never "
+            "serve; remove it",
+        )
         return
     reason = UNMODELLED.get(key)
     if reason is not None:
