@@ -151,7 +151,7 @@ def inspect(
         if output is None:
             sys.stdout.write(text)
         else:
-            output.write_text(text, encoding="utf-8")
+            _write_text(output, text)
     except LayoutgenError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise typer.Exit(1) from None
@@ -653,7 +653,7 @@ def probe(
         sys.stdout.write(text)
         return
     try:
-        output.write_text(text, encoding="utf-8")
+        _write_text(output, text)
     except OSError as exc:
         print(f"error: {output}: cannot write: {exc.strerror}", file=sys.stderr)
         raise typer.Exit(1) from None
@@ -704,6 +704,22 @@ def doctor(
         print(f"doctor: no NVIDIA GPU read ({report.reason})", file=sys.stderr)
     print(f"{spec}: {_count(len(findings), 'finding')}", file=sys.stderr)
     raise typer.Exit(live_findings.exit_code(findings))
+
+
+def _write_text(path: Path, text: str) -> None:
+    """``-o FILE``: never through a symbolic link (issue 31: in a pull request's
+    checkout, ``layouts/models/x.yaml`` may be a link to any file CI can write)."""
+    import errno
+
+    try:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            exc.strerror = "a symbolic link; layoutgen does not write through links: remove it"
+        raise
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
 
 
 def _count(n: int, noun: str) -> str:

@@ -155,3 +155,17 @@ def test_a_symbolic_link_loop_is_an_error(repo: Path) -> None:
     result = run_cli(["validate", "layouts/a.yaml"])
     assert result.code == 1
     assert "Traceback" not in result.stderr
+
+
+def test_output_files_are_not_written_through_a_link(repo: Path, canary: Path) -> None:
+    """``probe -o`` / ``inspect -o``: a link at the output path is an error, its
+    target is left as it was."""
+    link = repo / "host.yaml"
+    link.symlink_to(canary)
+    result = run_cli(["probe", "-o", str(link)])
+    assert result.code == 1
+    assert f"error: {link}: cannot write: a symbolic link" in result.stderr
+    assert canary.read_text() == CANARY
+    plain = repo / "plain.yaml"
+    assert run_cli(["probe", "-o", str(plain)]).code == 0
+    assert plain.read_text().startswith("host:") or "host:" in plain.read_text()

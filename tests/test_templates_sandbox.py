@@ -143,3 +143,14 @@ def test_an_include_through_a_link_is_refused(tmp_path: Path, folder: Path) -> N
         _render(tmp_path, folder)
     assert "canary" not in str(exc.value)
     assert f"{folder / 'part.j2'} resolves outside" in str(exc.value)
+
+
+def test_a_template_folder_linked_out_of_the_repository_is_refused(
+    tmp_path: Path, folder: Path
+) -> None:
+    repo = tmp_path / "repo"
+    (repo / ".git").mkdir(parents=True)
+    (repo / "templates").symlink_to(folder)  # folder: outside the repository
+    with pytest.raises(TemplateError) as exc:
+        _render(tmp_path, repo / "templates")
+    assert str(exc.value).startswith(f"{repo / 'templates'} resolves outside {repo}")

@@ -191,14 +191,14 @@ def _time_budget(seconds: float) -> Iterator[None]:
 
 def _where(exc: BaseException, folder: Path, name: str | None = None) -> str:
     """``file:line`` of the template line that failed (jinja2 puts the template's
-    file and line into the traceback it re-raises), else the folder."""
+    file and line into the traceback it re-raises), else the template ``name``."""
     filename = getattr(exc, "filename", None)
     lineno = getattr(exc, "lineno", None)
     tb = exc.__traceback__
     while tb is not None:
-        name = tb.tb_frame.f_code.co_filename
-        if name.endswith(".j2") or name.startswith(str(folder)):
-            filename, lineno = name, tb.tb_lineno
+        code = tb.tb_frame.f_code.co_filename
+        if code.endswith(".j2") or code.startswith(str(folder)):
+            filename, lineno = code, tb.tb_lineno
         tb = tb.tb_next
     if filename is None:
         return str(folder / name) if name else str(folder)
@@ -251,6 +251,14 @@ def _render(env: Any, name: str, folder: Path, *args: Any, **kwargs: Any) -> str
 
 def render(v: Validated, spec_name: str, templates: Path | None = None) -> dict[str, str]:
     folder = templates or default_templates()
+    if templates is not None:  # a pull request's templates/ may be a link out of it
+        from layoutgen.spec import source
+
+        why = source.outside(
+            folder, source.boundary(folder), str(folder), "reads templates", "copy them in"
+        )
+        if why is not None:
+            raise TemplateError(why)
     if not folder.is_dir():
         raise TemplateError(f"{folder}: no such directory (--templates)")
     missing = [k for k in KINDS if not (folder / k).is_file()]
