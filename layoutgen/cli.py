@@ -597,7 +597,7 @@ def import_(
         given = sources.read(source, shell=shell, stdin=sys.stdin.buffer)
         logged = None
         if log is not None:
-            logged = (sources.read(str(log)).text, str(log))
+            logged = (sources.read_log(str(log)), str(log))
         imported = import_text(
             given.text, given.label, gpus=gpus, name=name, log=logged, made=given.made
         )

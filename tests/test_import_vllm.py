@@ -134,3 +134,14 @@ def test_what_the_plan_does_not_model_is_dropped_and_said(text: str) -> None:
     (svc,) = doc["services"].values()
     assert "args" not in svc and "speculative" not in svc
     assert any("dropped" in w for w in warnings) and "# dropped" in yaml
+
+
+def test_vllm_as_proc_shows_it_python_running_the_script() -> None:
+    """/proc/PID/cmdline of 'vllm serve' reads 'python3 /usr/local/bin/vllm serve ...'."""
+    doc, warnings, _ = _imported(
+        "CUDA_VISIBLE_DEVICES=0 /usr/bin/python3 /usr/local/bin/vllm serve /m/q "
+        "--max-model-len 4096"
+    )
+    (svc,) = doc["services"].values()
+    assert svc["runtime"] == "vllm" and svc["ctx"] == 4096 and svc["gpus"] == ["gpu0"]
+    assert not any("python3" in w for w in warnings)

@@ -525,8 +525,9 @@ def _from_words(
             name, _, value = w.text.partition("=")
             env.append(Env(name, value, w))
         else:
-            if not prefix and re.split(r"[/\\]", w.text)[-1] in WRAPPERS:
-                wrapped = True
+            base = re.split(r"[/\\]", w.text)[-1]
+            if not prefix and (base in WRAPPERS or re.fullmatch(r"python[0-9.]*", base)):
+                wrapped = True  # python running vllm's script, as /proc shows it
             prefix.append(w)
     if prefix and not wrapped:
         shown = " ".join(p.text for p in prefix)

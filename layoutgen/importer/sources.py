@@ -47,6 +47,16 @@ def _inspected(text: str, label: str, what: str) -> Input:
     return Input(line, f"{label} (podman inspect)", f"{what}, as the podman run line it amounts to")
 
 
+def read_log(path: str) -> str:
+    """A start-up log's text (its first megabyte: the build line is near the top)."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(MAX_BYTES)
+    except OSError as exc:
+        raise _fail(path, f"cannot read: {exc.strerror}") from None
+    return raw.decode("utf-8", "replace")
+
+
 def read(source: str | None, *, shell: Path | None = None, stdin: BinaryIO | None = None) -> Input:
     """The command text ``source`` names (see the module docstring)."""
     if shell is not None:

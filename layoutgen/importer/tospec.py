@@ -1033,7 +1033,10 @@ def _dropped(command: Command, out: _Out) -> None:
             + (" (its value is not shown)" if secret else ""),
         )
         out.notes.append(f"dropped environment variable {e.name}")
-    if command.prefix:
+    interpreter = len(command.prefix) == 1 and re.fullmatch(
+        r"python[0-9.]*", re.split(r"[/\\]", command.prefix[0].text)[-1]
+    )
+    if command.prefix and not interpreter:  # python running vllm's script is no setting
         shown = " ".join(w.text for w in command.prefix)
         out.warn(command.prefix[0], f"{clip(shown)} is not reproduced: the spec has no key for it")
         out.notes.append(f"not reproduced: {clip(shown, 120)}")
