@@ -169,6 +169,7 @@ def plan(
 ) -> None:
     """Show the budget: per device and service, weights/KV/compute/overhead, expert layers."""
     _allow_outside(allow_outside)
+    from layoutgen.errors import Severity
     from layoutgen.solve.plan import to_json, to_text
     from layoutgen.spec.validate import validate_files
 
@@ -179,7 +180,12 @@ def plan(
         raise typer.Exit(1)
     for diag in result.diagnostics:
         print(diag.gcc(), file=sys.stderr)
-    print(to_json(result.validated.plan) if as_json else to_text(result.validated.plan), end="")
+    if as_json:
+        # the JSON carries every warning printed above: validate's and the plan's
+        warned = [d.message for d in result.diagnostics if d.severity is Severity.WARNING]
+        print(to_json(result.validated.plan, warned), end="")
+    else:
+        print(to_text(result.validated.plan), end="")
 
 
 @app.command()

@@ -15,7 +15,7 @@ sizes are integers in bytes; keys are sorted so equal plans are equal bytes.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -202,8 +202,12 @@ class Plan:
         return next(s for s in self.services if s.name == name)
 
 
-def to_json(plan: Plan) -> str:
-    """The plan JSON of DESIGN §8: stable keys, integer bytes, trailing newline."""
+def to_json(plan: Plan, warnings: Sequence[str] | None = None) -> str:
+    """The plan JSON of DESIGN §8: stable keys, integer bytes, trailing newline.
+
+    ``warnings``: every warning the command printed for the spec (validate's
+    and the plan's, as their messages), in the order printed; without it, the
+    plan's own."""
     doc: dict[str, Any] = {
         "schema": SCHEMA,
         "spec": plan.spec,
@@ -247,7 +251,7 @@ def to_json(plan: Plan) -> str:
             for s in plan.services
         },
         "runtimes": {rid: dict(r) for rid, r in plan.runtimes.items()},
-        "warnings": list(plan.warnings),
+        "warnings": list(plan.warnings if warnings is None else warnings),
     }
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
