@@ -511,3 +511,20 @@ def test_a_size_that_is_not_finite_is_an_error_at_its_line(size: str) -> None:
     (diag,) = info.value.diagnostics
     assert (diag.file, diag.line, diag.col) == ("start.log", 2, 53)
     assert "is not a size a runtime prints (a finite, non-negative number of MiB)" in diag.message
+
+
+def test_timing_lines_with_no_number_are_stepped_over() -> None:
+    """'...', '1.2.3' or 400 digits where a time is printed: not a timing (float() of them
+    raised, or gave inf); lines end at '\\n' alone, so line numbers hold."""
+    from layoutgen.calibrate.speed import read_timings
+
+    odd = [
+        "       eval time =  ... ms /     5 tokens",
+        "       eval time = 1.2.3 ms /     5 tokens",
+        "       eval time = " + "9" * 400 + " ms /     5 tokens",
+        "| qwen3 | tg128 | ... ± 0.10 |",
+        "x\x1cy\u2028z\rw",
+    ]
+    text = "\n".join([*odd, "       eval time =  2000.00 ms /    40 tokens"])
+    (timing,) = read_timings(text)
+    assert (timing.line, timing.tps) == (6, 20.0)

@@ -25,13 +25,21 @@ from layoutgen.spec import source
 
 #: llama-server / llama-cli timings (common/log and tools/server print_timings)
 _SPEC_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
-_PROMPT = re.compile(r"prompt eval time\s*=\s*[\d.]+ ms\s*/\s*(?P<n>\d+) tokens")
+#: a number as the runtimes print it: ASCII digits, bounded (no "...", "1.2.3", nor a
+#: 400-digit figure that float() turns into inf)
+_NUM = r"[0-9]{1,12}(?:\.[0-9]{1,9})?"
+_PROMPT = re.compile(
+    rf"prompt eval time\s*=\s*{_NUM} ms\s*/\s*(?P<n>[0-9]{{1,9}}) tokens", re.ASCII
+)
 _EVAL = re.compile(
-    r"(?<!prompt )eval time\s*=\s*(?P<ms>[\d.]+) ms\s*/\s*(?P<n>\d+) (?:tokens|runs)"
+    rf"(?<!prompt )eval time\s*=\s*(?P<ms>{_NUM}) ms\s*/\s*(?P<n>[0-9]{{1,9}}) (?:tokens|runs)",
+    re.ASCII,
 )
 #: llama-bench's markdown rows: "| … | tg128 | 21.75 ± 0.10 |", "tg128 @ d4096"
 _BENCH = re.compile(
-    r"\|\s*tg(?P<n>\d+)(?:\s*@\s*d(?P<d>\d+))?\s*\|\s*(?P<tps>[\d.]+)(?:\s*±\s*[\d.]+)?\s*\|\s*$"
+    r"\|\s*tg(?P<n>[0-9]{1,9})(?:\s*@\s*d(?P<d>[0-9]{1,9}))?\s*\|\s*"
+    rf"(?P<tps>{_NUM})(?:\s*±\s*{_NUM})?\s*\|\s*$",
+    re.ASCII,
 )
 
 
