@@ -171,3 +171,17 @@ def test_no_such_process_or_container() -> None:
     # looked up with podman where it is installed, else said
     with pytest.raises(LayoutgenError, match=r"podman is not installed|no container podman knows"):
         sources.read("no-such-container")
+
+
+def test_a_process_in_a_container_is_said_to_be(tmp_path: Path) -> None:
+    """Its paths are the container's: the header says so (cgroup as podman 5 writes it)."""
+    from layoutgen.importer import running
+
+    (tmp_path / "7").mkdir()
+    (tmp_path / "7" / "cgroup").write_text(
+        "0::/machine.slice/libpod-5f0c3a0e9b7d4e2f8a1c6b3d9e0f1a2b.scope/container\n"
+    )
+    assert running.in_container(7, tmp_path)
+    (tmp_path / "7" / "cgroup").write_text("0::/user.slice/user-1000.slice/session-3.scope\n")
+    assert not running.in_container(7, tmp_path)
+    assert not running.in_container(8, tmp_path)  # gone: nothing said

@@ -145,3 +145,12 @@ def test_vllm_as_proc_shows_it_python_running_the_script() -> None:
     (svc,) = doc["services"].values()
     assert svc["runtime"] == "vllm" and svc["ctx"] == 4096 and svc["gpus"] == ["gpu0"]
     assert not any("python3" in w for w in warnings)
+
+
+def test_tensor_parallel_takes_the_spec_gpus_in_index_order() -> None:
+    from layoutgen.importer import SpecGpu
+
+    gpus = [SpecGpu("b", 1), SpecGpu("a", 0), SpecGpu("c", 2)]
+    imported = import_text("vllm serve /m/q -tp 2", "cmd.sh", gpus=gpus)
+    (svc,) = YAML(typ="safe").load(imported.yaml)["services"].values()
+    assert svc["gpus"] == ["a", "b"]

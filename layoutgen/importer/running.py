@@ -79,6 +79,16 @@ def process_text(pid: int, proc: Path = Path("/proc")) -> str:
     return as_text([*env_prefix(env), *argv])
 
 
+def in_container(pid: int, proc: Path = Path("/proc")) -> bool:
+    """Whether process ``pid`` runs in a container (its cgroup names podman's, docker's
+    or containerd's): then its paths are the container's, not the host's."""
+    try:
+        cgroup = (proc / str(pid) / "cgroup").read_text(errors="replace")[:65536]
+    except OSError:
+        return False
+    return bool(re.search(r"libpod|docker|containerd|crio", cgroup))
+
+
 # ---------------------------------------------------------------- container
 
 

@@ -86,7 +86,13 @@ def read(source: str | None, *, shell: Path | None = None, stdin: BinaryIO | Non
         return Input(text, source)
     if re.fullmatch(r"\d{1,9}", source):
         label = f"pid {source}"
-        return Input(running.process_text(int(source)), label, f"process {source}'s command line")
+        made = f"process {source}'s command line"
+        if running.in_container(int(source)):
+            made += (
+                " (it runs in a container: its paths are the container's; import the "
+                "container by name to read them through its volumes)"
+            )
+        return Input(running.process_text(int(source)), label, made)
     if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,252}", source):
         line = running.container_text(source)
         return Input(line, f"{source} (podman inspect)", f"container {source}, as run")
