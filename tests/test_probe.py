@@ -237,7 +237,10 @@ def xeon_facts(tmp_path: Path, fake_podman: Path, monkeypatch: pytest.MonkeyPatc
     xeon_box(root)
     write(root, "etc/cdi/nvidia.yaml", CDI_YAML)
     write(root, "var/run/cdi/fpga.json", CDI_JSON)
-    podman_script(fake_podman, 'echo "podman version 5.4.2"')
+    # as podman answers: its version, and an empty image store
+    podman_script(
+        fake_podman, 'case "$1" in images) echo "[]";; *) echo "podman version 5.4.2";; esac'
+    )
     fixed_memlock(monkeypatch, 8 * MiB, resource.RLIM_INFINITY)
     return read_host(root)
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from layoutgen.errors import Diagnostic
-from layoutgen.live import hostfacts, ports
+from layoutgen.live import hostbuilds, hostfacts, ports
 from layoutgen.live.nvml import NvmlReport
 from layoutgen.render.units import rpc_unit_name
 from layoutgen.spec.schema import Gpu as SpecGpu
@@ -95,6 +95,9 @@ class LiveHost:
     #: why; None: not read
     cpu_isa: str | None = None
     cpu_isa_how: str = ""
+    #: runtime id -> the build its image or binary runs here (hostbuilds); a runtime
+    #: missing was not looked at
+    builds: Mapping[str, hostbuilds.HostBuild] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, order=True)
@@ -139,6 +142,9 @@ def gather(
     read_memlock: Callable[[], hostfacts.Memlock] = hostfacts.read_memlock,
     read_podman: Callable[[], hostfacts.PodmanFacts] = hostfacts.read_podman,
     unit_states: Callable[[Sequence[str]], Mapping[str, str]] | None = None,
+    read_build: Callable[
+        [str, str | None, str | None], hostbuilds.HostBuild
+    ] = hostbuilds.runtime_build,
 ) -> LiveHost:
     """Read what :func:`diagnose` compares; ``root`` prefixes /proc and model paths."""
     spec = v.spec
@@ -148,6 +154,14 @@ def gather(
     dirs = default_install_dirs() if install_dirs is None else install_dirs
     states = (unit_states or systemctl_states)([f"{n}.service" for n in names])
     cpu = hostfacts.read_cpu(root)
+    used = sorted({svc.runtime for svc in spec.services.values()})
+    builds = {
+        rid: read_build(
+            spec.runtimes[rid].kind, spec.runtimes[rid].image, spec.runtimes[rid].binary
+        )
+        for rid in used
+        if rid in spec.runtimes
+    }
     return LiveHost(
         nvml=nvml,
         mem_available=read_memory(root).available,
@@ -162,6 +176,7 @@ def gather(
         unit_states=states,
         cpu_isa=cpu.isa,
         cpu_isa_how=cpu.isa_how,
+        builds=builds,
     )
 
 

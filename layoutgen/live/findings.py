@@ -689,6 +689,104 @@ def check_podman(v: Validated, live: LiveHost) -> list[_Found]:
     ]
 
 
+def check_builds(v: Validated, live: LiveHost) -> list[_Found]:
+    """The build each runtime's image or binary runs here against its ``version:``.
+
+    A different build is an error (the plan follows another build's rules: seed
+    001's experts sit the other way round before build 4797); no ``version:`` with a
+    build found says what to write (the plan holds for every build, which refuses
+    what a known build runs); a build that cannot be read is a warning saying why."""
+    found: list[_Found] = []
+    for rid, host in sorted(live.builds.items()):
+        runtime = v.spec.runtimes.get(rid)
+        if runtime is None:
+            continue
+        written = runtime.version
+        path: SpecPath = ("runtimes", rid, "version") if written else ("runtimes", rid)
+        dotted = f"runtimes.{rid}.version" if written else f"runtimes.{rid}"
+        if host.version is None:
+            if written:
+                text = (
+                    f"{dotted}: the build of the {host.what} could not be read here "
+                    f"({host.how}): doctor cannot check version: {json.dumps(written)}"
+                )
+            else:
+                text = (
+                    f"{dotted}: no version:, and the build of the {host.what} could not be "
+                    f"read here ({host.how}); the plan holds for every build: write "
+                    f"version: as {_how_printed(runtime.kind)}"
+                )
+            found.append(_warning("build", path, text))
+            continue
+        shown = json.dumps(host.version)
+        if not written:
+            found.append(
+                _warning(
+                    "build",
+                    path,
+                    f"{dotted}: no version:, the plan holds for every build; the "
+                    f"{host.what} runs {_build(runtime.kind, host.version)} ({host.how}): "
+                    f"write version: {shown} to plan for that build alone",
+                )
+            )
+            continue
+        same = same_build(runtime.kind, written, host.version)
+        if same is True:
+            continue
+        if same is None:
+            found.append(
+                _warning(
+                    "build",
+                    path,
+                    f"{dotted}: version: {json.dumps(written)} is a date, the {host.what} "
+                    f"runs {_build(runtime.kind, host.version)} ({host.how}); a date and a "
+                    f"build number cannot be compared here: write version: {shown}",
+                )
+            )
+            continue
+        found.append(
+            _error(
+                "build",
+                path,
+                f"{dotted}: the spec says {json.dumps(written)}, but the {host.what} runs "
+                f"{_build(runtime.kind, host.version)} ({host.how}): the plan follows "
+                f"another build's rules; write version: {shown}, or run the build the "
+                "spec names",
+            )
+        )
+    return found
+
+
+def same_build(kind: str, written: str, found: str) -> bool | None:
+    """Whether two versions name one build (vLLM: one release); None when they cannot
+    be compared (a commit date against a build number)."""
+    from layoutgen import runtimes
+
+    if kind == "vllm":
+        from layoutgen.runtimes.vllm_memory import version_tuple
+
+        return version_tuple(written) == version_tuple(found)
+    a = runtimes.get(kind, written).version
+    b = runtimes.get(kind, found).version
+    if a is None or b is None:  # pragma: no cover - both are written
+        return None
+    if a.build is not None and b.build is not None:
+        return a.build == b.build
+    if a.date is not None and b.date is not None:
+        return a.date == b.date
+    return None
+
+
+def _build(kind: str, version: str) -> str:
+    return f"vLLM {version}" if kind == "vllm" else f"build {version}"
+
+
+def _how_printed(kind: str) -> str:
+    if kind == "vllm":
+        return "the release 'vllm --version' prints (e.g. 0.10.2)"
+    return "the build number 'llama-server --version' prints (e.g. 6123)"
+
+
 def _version(text: str) -> tuple[int, int, int]:
     a, b, c = [*(int(p) for p in text.split(".")[:3]), 0, 0, 0][:3]
     return a, b, c
@@ -704,4 +802,5 @@ _CHECKS: tuple[Callable[[Validated, LiveHost], list[_Found]], ...] = (
     check_models,
     check_units,
     check_podman,
+    check_builds,
 )

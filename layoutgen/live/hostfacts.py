@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from layoutgen.live import hostbuilds
+
 #: The most of any one file read: /proc/cpuinfo of a 512-thread host is ~1 MiB.
 MAX_READ = 4 << 20
 #: CDI spec files are tens of KiB; anything far larger is not one.
@@ -100,9 +102,14 @@ class HostFacts:
     memlock: Memlock
     cdi: CdiFacts
     podman: PodmanFacts
+    #: server binaries on PATH and runtime images podman has, with their builds
+    runtimes: tuple[hostbuilds.HostBuild, ...] = ()
+    #: what could not be looked at for them (podman images failing)
+    runtime_problems: tuple[str, ...] = ()
 
 
 def read_host(root: Path = Path("/")) -> HostFacts:
+    found, problems = hostbuilds.found_on_host()
     return HostFacts(
         read_hostname(root),
         read_cpu(root),
@@ -110,6 +117,8 @@ def read_host(root: Path = Path("/")) -> HostFacts:
         read_memlock(),
         read_cdi(root),
         read_podman(),
+        tuple(found),
+        tuple(problems),
     )
 
 

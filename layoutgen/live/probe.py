@@ -40,6 +40,7 @@ def probe_text(facts: HostFacts, report: NvmlReport) -> str:
         *_cpu(facts),
         *_memory(facts),
         *_podman(facts),
+        *_runtimes(facts),
         "  # gpu_overhead: not written, the default 1GiB per GPU and server process",
         *_gpus(report, facts.cdi),
     ]
@@ -188,6 +189,31 @@ def _podman(facts: HostFacts) -> list[str]:
         ]
     major_minor = ".".join(p.version.split(".")[:2])
     return [f'  podman: "{major_minor}"  # podman --version: {_c(p.output)}']
+
+
+# ---------------------------------------------------------------- runtimes
+
+
+def _runtimes(facts: HostFacts) -> list[str]:
+    """Server programs and images found here, each with its build: what to write as a
+    runtime's ``version:`` (runtimes sit beside host:, so these stay comments)."""
+    out = [f"  # runtimes: {_c(p)}" for p in facts.runtime_problems]
+    if not facts.runtimes:
+        return [
+            *out,
+            "  # runtimes: no llama-server or vllm on PATH, no llama.cpp, ik_llama.cpp or "
+            "vllm image in podman",
+        ]
+    out.append(
+        "  # runtimes found here, with the build each runs (write it as "
+        "runtimes.<id>.version of the runtime that uses it):"
+    )
+    for r in sorted(facts.runtimes, key=lambda r: r.what):
+        if r.version is None:
+            out.append(f"  #   {_c(r.what)} ({r.kind}): build unknown, {_c(r.how)}")
+        else:
+            out.append(f'  #   {_c(r.what)} ({r.kind}): version: "{r.version}"  # {_c(r.how)}')
+    return out
 
 
 # ---------------------------------------------------------------- GPUs
