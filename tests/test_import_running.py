@@ -6,6 +6,7 @@ put the expert layers where the seeds did.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -92,6 +93,23 @@ def test_shell_runs_the_seed_loop_and_imports_every_rule(
         _, weights = WEIGHTS[id(doc)]
         for buffer, logged in (("CUDA0", 68698), ("CUDA1", 23473), ("CUDA_Host", 229438)):
             assert abs(weights[buffer] / 2**20 - logged) / logged < 0.01, buffer
+
+
+def test_shell_names_the_program_path_would_have_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    marker = tmp_path / "started"
+    (bin_dir / "llama-server").write_text(f"#!/bin/sh\ntouch {marker}\n")
+    (bin_dir / "llama-server").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    script = tmp_path / "start.sh"
+    script.write_text("export CUDA_VISIBLE_DEVICES=1\nllama-server -m /m/a.gguf -c 8 -ngl 99\n")
+    doc = _imported(sources.read(None, shell=script))
+    assert doc["runtimes"]["llamacpp"]["binary"] == str(bin_dir / "llama-server")
+    assert doc["services"]["a"]["gpus"] == ["gpu1"]  # the script's exported variable
+    assert not marker.exists()  # the recorder ran in its place
 
 
 def test_shell_never_starts_what_it_records(tmp_path: Path) -> None:

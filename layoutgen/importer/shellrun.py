@@ -168,6 +168,11 @@ def shell_text(path: Path, source: str) -> str:
             "calls starts a server (podman run, llama-server, vllm serve)",
         )
     call = calls[0]
+    argv = list(call.argv)
+    if argv[0] in ("llama-server", "vllm"):
+        # the recorder stood in for the program PATH finds without it: name that one
+        argv[0] = shutil.which(argv[0], path=os.environ.get("PATH", "")) or argv[0]
+    call = Call(tuple(argv), call.env)
     base = os.environ
     own = {k: v for k, v in call.env.items() if base.get(k) != v}
     prefix = [] if call.argv[0] in ("podman", "docker") else env_prefix(own)
