@@ -24,7 +24,7 @@ from layoutgen.runtimes.vllm import Budget, Vllm, plan_budget, vllm_model
 from layoutgen.solve.footprint import device_order
 from layoutgen.solve.plan import BudgetPlan, Part, ServicePlan, StartCheck
 from layoutgen.spec.checks import conflicting
-from layoutgen.spec.roles import ResolvedService
+from layoutgen.spec.roles import ResolvedService, resolve_service
 from layoutgen.spec.schema import Spec
 
 #: the plan's name for the LoRA CPU cache (vLLM logs no buffer for it)
@@ -88,6 +88,37 @@ def _mtp_missing(rs: ResolvedService, profile: Profile) -> Problem | None:
     )
 
 
+def _race(
+    spec: Spec, rs: ResolvedService, exc: vm.KvCacheRefused, gpus: Sequence[str]
+) -> Problem | None:
+    """The KV cache does not fit beside the services on its GPUs: name them, and say
+    how to keep them apart (never 'ctx: 0': that is the trained context, longer)."""
+    clash = conflicting(spec)[rs.name]
+    tenants = sorted(
+        o
+        for o in spec.services
+        if o != rs.name and o not in clash and set(resolve_service(spec, o).gpus) & set(gpus)
+    )
+    if not tenants:
+        return None
+    named = ", ".join(tenants[:-1]) + " and " + tenants[-1] if len(tenants) > 1 else tenants[0]
+    rest = "others start" if len(tenants) > 1 else "other starts"
+    hold = "hold" if len(tenants) > 1 else "holds"
+    fits = exc.estimated_max_model_len
+    return Problem(
+        ("services", rs.name),
+        f"services.{rs.name}: vLLM would refuse to start beside {named}: one request of "
+        f"{exc.max_model_len:,} tokens needs {_mib(exc.needed)} of KV cache per GPU, and "
+        f"{_mib(exc.available)} is left on the tightest of its GPUs after its weights, "
+        f"activations and CUDA graphs and what {named} {hold} there. If {rs.name} never needs "
+        f"to run at the same time as {named}, make them alternatives: "
+        f"'conflicts: [{', '.join(tenants)}]' on {rs.name}, and 'default: true' on the one "
+        f"that starts at boot (the {rest} by 'systemctl start NAME'); else give it "
+        "GPUs of its own"
+        + (f", or write ctx: {fits} or less (about {fits:,} tokens fit)" if fits > 0 else ""),
+    )
+
+
 def service_plan(
     spec: Spec,
     rs: ResolvedService,
@@ -106,14 +137,21 @@ def service_plan(
     try:
         b, gpus, names = budget(spec, rs, profile, room)
     except vm.KvCacheRefused as exc:
+        race = _race(spec, rs, exc, gpus) if any(beside.get(g, 0) for g in gpus) else None
+        if race is not None:
+            return race
         return Problem(
             ("services", rs.name, "ctx"),
             f"services.{rs.name}.ctx: vLLM would refuse to start: one request of "
             f"{exc.max_model_len:,} tokens needs {_mib(exc.needed)} of KV cache per GPU, "
             f"and {_mib(exc.available)} is left on the tightest of its GPUs after the "
-            "weights, activations, CUDA graphs and the services beside it; about "
-            f"{exc.estimated_max_model_len:,} tokens fit: write ctx: "
-            f"{exc.estimated_max_model_len} or less"
+            "weights, activations, CUDA graphs and the services beside it; "
+            + (
+                f"about {exc.estimated_max_model_len:,} tokens fit: write ctx: "
+                f"{exc.estimated_max_model_len} or less"
+                if exc.estimated_max_model_len > 0
+                else "not one token fits: use a smaller model"
+            )
             + (
                 ""
                 if (rs.service.kv_cache_dtype or "auto").startswith("fp8")

@@ -686,10 +686,18 @@ def _shortfall(
     ordered = sorted(share.items(), key=lambda i: -i[1])
     shown = _summing([v for _s, v in ordered], need)
     shares = ", ".join(f"{s} {v}" for (s, _v), v in zip(ordered, shown, strict=True))
+    # each fits alone: they race for the device only by running at the same time
+    tenants = [s for s in sorted(share) if s != service]
+    named = ", ".join(tenants[:-1]) + " and " + tenants[-1] if len(tenants) > 1 else tenants[0]
+    rest = "others start" if len(tenants) > 1 else "other starts"
+    on = "a GPU of its own (gpus:)" if dev != "host" else "another host"
     return (
         f"services.{service}: does not fit {where} beside the services sharing it: together "
         f"they need {_mib(need)}, has {_mib(cap)} - reserve {_mib(res)} = {_mib(room)}, short "
-        f"by {_mib(need - room)}; shares: {shares}"
+        f"by {_mib(need - room)}; shares: {shares}. If {service} never needs to run at the "
+        f"same time as {named}, make them alternatives: 'conflicts: [{', '.join(tenants)}]' "
+        f"on {service}, and 'default: true' on the one that starts at boot (the {rest} "
+        f"by 'systemctl start NAME'); else give one {on}, or make one smaller"
     )
 
 
