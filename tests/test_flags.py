@@ -344,3 +344,22 @@ def test_an_owned_flag_in_another_spelling_is_refused(
 def test_a_flag_that_makes_the_server_exit_is_refused(tmp_path: Path, spelling: str) -> None:
     errors = _errors(_validate(tmp_path, "llama.cpp", "11434", [spelling]))
     assert "makes llama-server print and exit" in errors[0]
+
+
+def test_llama_cpp_fa_before_every_build_read_is_not_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama.cpp's -fa took no value before about build 6327, older than the oldest
+    sdist read (9093): a bare -fa at build 5269 passes (with the one 'older than'
+    warning); with no version and FA_FORM at ERROR, the two forms are named."""
+    diags = _validate(tmp_path, "llama.cpp", "b5269", ["--jinja", "-fa"])
+    assert _errors(diags) == {}
+    monkeypatch.setattr(flags, "FA_FORM", Severity.ERROR)
+    errors = _errors(_validate(tmp_path, "llama.cpp", None, ["-fa"]))
+    assert "took no value before about build 6327; builds 9093 on: a value" in errors[0]
+
+
+def test_ik_logging_options_are_read_from_log_h(tmp_path: Path) -> None:
+    """ik's parser hands --log-file, --log-disable, ... to common/log.h."""
+    args = ["--log-disable", "--log-file", "/tmp/x", "--log-append"]
+    assert _errors(_validate(tmp_path, "ik_llama.cpp", "4357", args)) == {}

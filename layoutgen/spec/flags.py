@@ -336,6 +336,14 @@ VLLM_UNMODELLED: Mapping[str, str] = {
 #: (tests/test_flags.py runs the check at ERROR)
 FA_FORM: Severity | None = None
 _FA = ("-fa", "--flash-attn")
+#: forms older than every build a sampled table read, kept by hand with their source:
+#: llama.cpp's -fa took no value until the flash_attn_type change of late August 2025
+#: (downstream projects synced it as of release b6327: "Deprecate flash_attn and
+#: introduce flash_attn_type (auto|on|off)"); the build that brought it is not read
+EARLIER_FORMS: Mapping[tuple[str, str], str] = {
+    ("llama.cpp", "-fa"): "took no value before about build 6327",
+    ("llama.cpp", "--flash-attn"): "took no value before about build 6327",
+}
 _UNKNOWN = "\0unknown"
 #: modelled flags whose form or presence changed from build to build, which the truth
 #: table writes in the newest form whatever the build (reported as FA_FORM says)
@@ -596,6 +604,8 @@ def _service(
             row = tab.rows[key]
         if row is None and not vllm and "=" in flag and flag.split("=", 1)[0] in tab.rows:
             name_, value_ = flag.split("=", 1)
+            if name_ in owned:
+                continue  # checks._args refuses it as decided by layoutgen
             yield Problem(
                 path,
                 f"{where}: {clip(flag)}: {label} reads a flag's value from the next "
@@ -615,9 +625,14 @@ def _service(
             )
             continue
         _canonical, spans = row
+        undated = False
         if build is None:
             # any build: the newest form, except -fa, whose forms users meet today
+            # (llama.cpp's bare -fa of builds before about 6327 is older than every
+            # build read: EARLIER_FORMS)
             arity = _arity_any(spans, None) if key in _FA else spans[-1].arity
+            if (kind, key) in EARLIER_FORMS:
+                arity = -2
             if arity < 0 and not vllm:
                 severity = FA_FORM if key in _FA else Severity.ERROR
                 if severity is not None:
@@ -656,11 +671,19 @@ def _service(
                     Severity.WARNING,
                 )
             arity = found.span.arity
-        if arity == 0 and build is not None:
+            # undated: the form read in the nearest sample may not be this build's
+            # (llama.cpp's -fa took no value before about 6327): a word after the flag
+            # is its value, none is no value
+            undated = found.undated
+        if arity == 0 and build is not None and not undated:
             bare = f"{flag} reads none in {label} {_show(build)}"
         values = []
         if eq:
             values = [inline]
+        elif undated and not vllm:
+            if i < len(args) and (not args[i].startswith("-") or _number(args[i])):
+                values.append(args[i])
+                i += 1
         elif vllm and arity != 0:
             # argparse reads an option's values up to the next option (a negative number
             # is a value); the wheels' tables cannot always tell a switch from an option
@@ -727,10 +750,13 @@ def _syntax(
 ) -> Problem:
     forms = "; ".join(
         f"builds {_show(sp.first)}"
-        + (f"-{_show(sp.until)}" if sp.until is not None else " on")
+        + (f"-{_show(sp.until - 1)}" if sp.until is not None else " on")
         + f": {'a value' if sp.arity else 'no value'}"
         for sp in spans
     )
+    earlier = EARLIER_FORMS.get((kind, flag))
+    if earlier is not None:
+        forms = f"{earlier}; {forms}"
     return Problem(
         path,
         f"{where}: {flag} is read differently by {kind} builds ({forms}) and the spec "

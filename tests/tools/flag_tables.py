@@ -300,6 +300,21 @@ def _git(repo: str, *args: str) -> str:
     ).stdout
 
 
+def _ik_log_flags(log_h: str) -> dict[str, tuple[tuple[str, ...], int]]:
+    """The logging options gpt_params_find_arg hands to common/log.h: switches in
+    log_param_single_parse, one value each in log_param_pair_parse."""
+    out: dict[str, tuple[tuple[str, ...], int]] = {}
+    for name, arity in (("log_param_single_parse", 0), ("log_param_pair_parse", 1)):
+        at = log_h.find(f"bool {name}(")
+        if at < 0:
+            continue
+        body_open = log_h.index("{", at)
+        body = log_h[body_open : _close(log_h, body_open)]
+        for x in re.findall(r'param\s*==\s*"(-[^"]+)"', body):
+            out[x] = ((x,), arity)
+    return out
+
+
 def _ik(repo: str) -> None:
     """Each commit that touched common/common.cpp, oldest first (what ``git log -S`` on
     every spelling finds, in one pass): a spelling's first build is the first commit
@@ -319,6 +334,8 @@ def _ik(repo: str) -> None:
             now = ik_flags(src)
         except ValueError:
             now = {x: ((x,), 1) for x in re.findall(r'arg\s*==\s*"(-[^"]+)"', src)}
+        if "log_param_single_parse(argv" in src:
+            now.update(_ik_log_flags(_git(repo, "show", f"{c}:common/log.h")))
         samples.append((build, now))
     samples.append((newest, samples[-1][1]))
     print(f"#: HEAD {head}; every commit touching the parser read")

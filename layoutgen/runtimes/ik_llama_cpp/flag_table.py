@@ -5,7 +5,9 @@ Read from ``gpt_params_find_arg`` in ``common/common.cpp`` at every commit of
 ik_llama.cpp's tree that touched that file (mirror of 2026-08-15, HEAD 8337e4cd3,
 build 4840; a build is ``git rev-list --count COMMIT``, as ``--version`` prints), so
 each span is exact: (first build holding the spelling, first build lacking it or
-None, values read).  ik_llama.cpp's llama-server takes every option of that parser.
+None, values read).  ik_llama.cpp's llama-server takes every option of that parser,
+and the logging options it hands to common/log.h (log_param_single_parse,
+log_param_pair_parse).
 Before build 3087 (June 2024, before ik_llama.cpp forked at about 3199) llama-server
 parsed its own options in examples/server/server.cpp, which was not read: a
 server-only option's span starts at 3087 at the earliest.
@@ -168,7 +170,13 @@ FLAGS: tuple[tuple[str, str, tuple[tuple[Any, Any, int], ...]], ...] = (
     ("--keep", "--keep", ((1012, None, 1),)),
     ("--kl-divergence", "--kl-divergence", ((1953, 2453, 1), (2453, None, 0))),
     ("--kl-divergence-base", "--save-all-logits", ((1953, None, 1),)),
+    ("--log-append", "--log-append", ((2453, None, 0),)),
+    ("--log-disable", "--log-disable", ((2453, None, 0),)),
+    ("--log-enable", "--log-enable", ((2453, None, 0),)),
+    ("--log-file", "--log-file", ((2453, None, 1),)),
     ("--log-format", "--log-format", ((3087, None, 1),)),
+    ("--log-new", "--log-new", ((2453, None, 0),)),
+    ("--log-test", "--log-test", ((2453, None, 0),)),
     ("--logdir", "--logdir", ((1106, None, 1),)),
     ("--logit-bias", "--logit-bias", ((1012, None, 1),)),
     ("--lookup-cache-dynamic", "--lookup-cache-dynamic", ((2509, None, 1),)),
