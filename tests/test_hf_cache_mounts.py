@@ -379,3 +379,20 @@ def test_the_glm_example_mounts_its_repository_folder() -> None:
     ]
     model = _flag(v.plan.service("grandpa").argv, "-m")
     assert model == v.spec.models["glm-5.1-iq3_ks"].path.replace("/mnt/data/models/", "/hub/", 1)
+
+
+def test_import_brings_the_cache_path_back(tmp_path: Path) -> None:
+    """import(render(spec)): the model path read through the rendered volume is the
+    spec's, for a model and its draft in one cache repository."""
+    from ruamel.yaml import YAML
+
+    from layoutgen.importer import SpecGpu, import_text
+
+    snapshot = _cache(tmp_path / "hub")
+    big, small = str(snapshot / SHARDS[0]), str(snapshot / "small-f16.gguf")
+    v, files = _render(tmp_path, big, small)
+    gpus = [SpecGpu(g.id, g.index, g.uuid) for g in v.spec.host.gpus]
+    for service, path in (("coder", big), ("helper", small)):
+        imported = import_text(files[f"box/podman/{service}.sh"], f"{service}.sh", gpus=gpus)
+        (model,) = YAML(typ="safe").load(imported.yaml)["models"].values()
+        assert model["path"] == path
