@@ -101,3 +101,30 @@ def test_cli_says_the_script_runs(tmp_path: Path) -> None:
     assert f"# read from {script}, run with recorders: what it would have started:" in (
         result.stdout
     )
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("Config", "Env"), {"A": 1}),
+        (("Config", "Cmd"), [1, "-m", None, "/models/a.gguf"]),
+        (("HostConfig", "Devices"), [{"PathOnHost": 5}, "x"]),
+        (("HostConfig", "PortBindings"), {"8000/tcp": "8000"}),
+        (("Mounts",), [{"Type": "bind", "Destination": 7}]),
+        (("HostConfig",), "none"),
+    ],
+)
+def test_an_inspect_record_of_the_wrong_shape_is_read_without_a_traceback(
+    path: tuple[str, ...], value: object, tmp_path: Path
+) -> None:
+    record = json.loads((RUNNING / "seed001-config5-grandpa.inspect.json").read_text())
+    target = record[0]
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    (tmp_path / "x.json").write_text(json.dumps(record))
+    try:
+        given = sources.read(str(tmp_path / "x.json"))
+        import_text(given.text, given.label)
+    except LayoutgenError as exc:  # refused, with a message, is fine
+        assert str(exc)

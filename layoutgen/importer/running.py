@@ -118,34 +118,33 @@ def inspect_text(data: str, source: str) -> str:
     if not isinstance(doc, dict) or not isinstance(doc.get("Config"), dict):
         raise _fail(source, "not a podman inspect record of a container: no Config object")
     config: dict[str, Any] = doc["Config"]
-    host: dict[str, Any] = doc.get("HostConfig") or {}
+    host = _obj(doc.get("HostConfig"))
     words = ["podman", "run"]
     name = doc.get("Name")
     if isinstance(name, str) and name:
         words += ["--name", name.lstrip("/")]
     words += _devices(host)
-    for port, binds in sorted((host.get("PortBindings") or {}).items()):
-        for b in binds or []:
-            ip, hp = b.get("HostIp") or "", b.get("HostPort") or ""
-            words += ["-p", ":".join(p for p in (ip, hp, port.split("/")[0]) if p)]
-    for m in doc.get("Mounts") or []:
-        if m.get("Type") not in ("bind", "volume") or not m.get("Destination"):
+    for port, binds in sorted(_obj(host.get("PortBindings")).items()):
+        for b in _objs(binds):
+            ip, hp = _str(b.get("HostIp")), _str(b.get("HostPort"))
+            words += ["-p", ":".join(p for p in (ip, hp, str(port).split("/")[0]) if p)]
+    for m in _objs(doc.get("Mounts")):
+        dst = _str(m.get("Destination"))
+        if m.get("Type") not in ("bind", "volume") or not dst:
             continue
-        src = m.get("Source") or m.get("Name") or ""
-        words += ["-v", f"{src}:{m['Destination']}" + ("" if m.get("RW", True) else ":ro")]
-    for cap in host.get("CapAdd") or []:
-        words += ["--cap-add", str(cap)]
-    restart = (host.get("RestartPolicy") or {}).get("Name") or ""
+        src = _str(m.get("Source")) or _str(m.get("Name"))
+        words += ["-v", f"{src}:{dst}" + ("" if m.get("RW", True) else ":ro")]
+    for cap in _strs(host.get("CapAdd")):
+        words += ["--cap-add", cap]
+    restart = _str(_obj(host.get("RestartPolicy")).get("Name"))
     if restart and restart != "no":
         words += ["--restart", restart]
-    env = dict(e.partition("=")[::2] for e in config.get("Env") or [] if "=" in e)
+    env = dict(e.partition("=")[::2] for e in _strs(config.get("Env")) if "=" in e)
     for item in env_prefix(env):
         words += ["-e", item]
-    entry = config.get("Entrypoint") or []
-    entry = [entry] if isinstance(entry, str) else list(entry)
-    cmd = config.get("Cmd") or []
-    cmd = [cmd] if isinstance(cmd, str) else list(cmd)
-    image = doc.get("ImageName") or config.get("Image") or ""
+    entry = _strs(config.get("Entrypoint"))
+    cmd = _strs(config.get("Cmd"))
+    image = _str(doc.get("ImageName")) or _str(config.get("Image"))
     if not image:
         raise _fail(source, "the record names no image (ImageName, Config.Image)")
     if len(entry) == 1:
@@ -155,11 +154,31 @@ def inspect_text(data: str, source: str) -> str:
     return as_text(words)
 
 
+def _obj(value: object) -> dict[str, Any]:
+    """A JSON object, or an empty one for anything else (a record is untrusted)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _objs(value: object) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _str(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _strs(value: object) -> list[str]:
+    """A string or a list of strings (podman wrote Entrypoint both ways), else none."""
+    if isinstance(value, str):
+        return [value]
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
 def _devices(host: Mapping[str, Any]) -> list[str]:
     """``--device`` words: CDI names as given, /dev/nvidiaN as the CDI index N."""
     out: list[str] = []
-    for d in host.get("Devices") or []:
-        path = str(d.get("PathOnHost") or "")
+    for d in _objs(host.get("Devices")):
+        path = _str(d.get("PathOnHost"))
         m = re.fullmatch(r"/dev/nvidia(\d{1,3})", path)
         if "=" in path:
             out += ["--device", path]
