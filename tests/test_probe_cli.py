@@ -86,3 +86,39 @@ def test_an_nvml_call_failing_midway_is_one_line_and_exit_1(fake_nvml: FakeNvml)
     done = fake_nvml.run([LAYOUTGEN, "probe"], spec)
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == "error: NVML nvmlDeviceGetMemoryInfo failed for GPU 1: Unknown Error\n"
+
+
+def test_probe_lists_the_runtimes_on_this_host_with_their_builds(
+    fake_nvml: FakeNvml, tmp_path: Path
+) -> None:
+    """Issue 30 item 2: a llama-server on PATH and the runtime images podman has, each
+    with the build to write as version:; the block still validates unchanged."""
+    from tests.fakepodman import UBUNTU_LABELS, FakePodman, images_entry, inspect_record
+
+    server = tmp_path / "opt" / "ik_llama.cpp" / "bin" / "llama-server"
+    server.parent.mkdir(parents=True)
+    server.write_text("#!/bin/sh\necho 'version: 3772 (5236c98b)' >&2\n")
+    server.chmod(0o755)
+    llama = "ghcr.io/ggml-org/llama.cpp:server-cuda"
+    podman = FakePodman(tmp_path / "podman")
+    podman.listed = [images_entry([llama]), images_entry(["docker.io/library/redis:7"])]
+    podman.images = {llama: inspect_record(llama, ["/app/llama-server"], UBUNTU_LABELS)}
+    podman.run_stderr = "version: 6123 (a1b2c3d)\n"
+    podman.write()
+    env = fake_nvml.env(TWO_GPUS)
+    env["PATH"] = f"{server.parent}{os.pathsep}{podman.bin}{os.pathsep}{os.environ['PATH']}"
+    done = fake_nvml.run([LAYOUTGEN, "probe"], TWO_GPUS, env=env)
+    assert (done.returncode, done.stderr) == (0, "")
+    lines = done.stdout.splitlines()
+    start = lines.index(
+        "  # runtimes found here, with the build each runs (write it as "
+        "runtimes.<id>.version of the runtime that uses it):"
+    )
+    assert lines[start + 1 : start + 3] == [
+        f"  #   binary {server} (ik_llama.cpp): version: \"3772\"  # 'llama-server --version' "
+        "printed 'version: 3772 (5236c98b)'",
+        f"  #   image {llama} (llama.cpp): version: \"6123\"  # 'llama-server --version' in the "
+        "image printed 'version: 6123 (a1b2c3d)'",
+    ]
+    validated = validate_document(parse(done.stdout + REST, "probed.yaml", tmp_path / "p.yaml"))
+    assert validated.spec.host.podman == "5.4"
