@@ -227,6 +227,8 @@ def test_an_image_whose_tag_names_no_build_is_asked_without_gpu_or_network(
     assert run[3:] == [
         "--pull=never",
         "--network=none",
+        "--cap-drop=all",
+        "--security-opt=no-new-privileges",
         "--env=NVIDIA_VISIBLE_DEVICES=void",
         "--env=CUDA_VISIBLE_DEVICES=",
         "--env=VLLM_NO_USAGE_STATS=1",

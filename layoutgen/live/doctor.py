@@ -28,6 +28,12 @@ What doctor can and cannot tell:
   buffers are estimates and the per-process overhead a flat guess (seed 001
   measured 1.2-2.2 GiB against the 1 GiB default), so closer than half a GiB
   is noise, and 5 % of a 90 GiB card is the size of one expert layer.
+- The build of each runtime a service uses is read on the host
+  (:mod:`layoutgen.live.hostbuilds`: an image's own version label, its tag, else
+  the program's ``--version`` run without a GPU, network or pull, bounded), and
+  compared with ``version:``.  doctor runs what the spec names to ask it: the
+  native ``binary:`` itself, or the image's entrypoint in a throwaway container.
+  A tag is trusted as written (a retagged image reports the tag's build).
 """
 
 from __future__ import annotations

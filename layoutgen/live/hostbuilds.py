@@ -284,6 +284,8 @@ def version_argv(image: str, kind: str, record: Mapping[str, Any], name: str) ->
         f"--name={name}",
         "--pull=never",
         "--network=none",
+        "--cap-drop=all",
+        "--security-opt=no-new-privileges",
         "--env=NVIDIA_VISIBLE_DEVICES=void",
         "--env=CUDA_VISIBLE_DEVICES=",
         "--env=VLLM_NO_USAGE_STATS=1",
