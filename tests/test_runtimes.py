@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from layoutgen import runtimes
+from layoutgen.errors import InvalidInput
 from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp, _share
 from layoutgen.runtimes.llama_cpp import LlamaCpp
 from layoutgen.runtimes.rules import VersionError, parse_version
 from layoutgen.solve.plan import to_json
-from layoutgen.spec import source
+from layoutgen.spec import flags, source
 from layoutgen.spec.validate import validate_file
 
 from conftest import ROOT
@@ -30,12 +31,20 @@ MiB = 2**20
 
 
 def _at(tmp_path: Path, layout: str, version: str | None) -> Path:
-    """A bundled layout with its runtime's version replaced (None: removed)."""
+    """A bundled layout with its runtime's version replaced (None: removed), less the
+    switches that build does not have (validate refuses them: layoutgen.spec.flags)."""
     text = (LAYOUTS / layout).read_text()
     text = text.replace("profile: models/", f"profile: {LAYOUTS}/models/")
     pinned = '    version: "4357"\n'
     assert pinned in text
     text = text.replace(pinned, "" if version is None else f'    version: "{version}"\n')
+    for switch in ("--merge-qkv", "-muge"):  # ik PR builds 3940 and 4109
+        spans = flags.table("ik_llama.cpp").rows[switch][1]
+        if (
+            version is not None
+            and flags.at(flags.table("ik_llama.cpp"), spans, int(version)).span is None
+        ):
+            text = text.replace(f"{switch}, ", "")
     path = tmp_path / f"{version}-{layout}"
     path.write_text(text)
     return path
@@ -276,7 +285,9 @@ def test_worst_graph_tokens_shrink_the_logits_since_4378(tmp_path: Path) -> None
     assert 154880 * 512 * 4 + streams < small < full  # a layer's peak now decides
     older = tmp_path / "older.yaml"
     older.write_text(wgt.read_text().replace('version: "4378"', 'version: "4377"'))
-    assert cuda1(older) == full  # no -wgt before 4378: the whole ubatch
+    with pytest.raises(InvalidInput, match=r"-wgt is not in ik_llama\.cpp 4377"):
+        cuda1(older)  # no -wgt before 4378: that server would refuse the flag
+    assert cuda1(_at(tmp_path, layout, "4377")) == full  # the whole ubatch
 
 
 @pytest.mark.parametrize(

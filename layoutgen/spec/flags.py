@@ -261,6 +261,11 @@ EXITS = frozenset(
     | {"--completion-bash", "--cache-list"}
 )
 
+#: vLLM spellings the plan reads (layoutgen.models.checks: a multimodal checkpoint is
+#: planned text-only when every modality is limited to 0, or with the language model
+#: alone)
+VLLM_MODELLED = frozenset({"--limit-mm-per-prompt", "--language-model-only"})
+
 #: vLLM spellings that change memory and are not planned (its owned ones are
 #: Vllm.OWNED_FLAGS)
 VLLM_UNMODELLED: Mapping[str, str] = {
@@ -294,7 +299,7 @@ VLLM_UNMODELLED: Mapping[str, str] = {
         "changes the KV blocks the plan sizes; use 'ctx:' and 'parallel:'",
     ),
     **dict.fromkeys(
-        ("--mm-processor-kwargs", "--limit-mm-per-prompt", "--mm-encoder-tp-mode"),
+        ("--mm-processor-kwargs", "--mm-encoder-tp-mode"),
         "changes the multimodal profile run the plan budgets",
     ),
     **dict.fromkeys(("--hf-overrides",), "changes the model config the plan read"),
