@@ -32,7 +32,7 @@ KEYS = {
 }  # fmt: skip
 #: what the rendered script carries that import does not bring back (said, not skipped)
 CANNOT = {
-    "lora": "LoRA adapters are rendered as --lora/--lora-modules, which import keeps in args",
+    "lora": "llama.cpp's LoRA adapters are rendered as --lora, which import keeps in args",
     "draft": "a draft model is rendered as -md, which import keeps in args",
     "rpc": "rpc devices are rendered as --rpc endpoints, not GPUs import can name",
     "api_key": "the API key reaches the server from a podman secret, not the argv",
@@ -58,8 +58,9 @@ def _cases() -> list[tuple[Path, str]]:
 
 def _why_not(v: Validated, name: str) -> str | None:
     svc = v.spec.services[name]
+    vllm = v.spec.runtimes[svc.runtime].kind == "vllm"
     for key in ("lora", "draft", "api_key", "schedule"):
-        if getattr(svc, key, None):
+        if getattr(svc, key, None) and not (key == "lora" and vllm):
             return CANNOT[key]
     (rs,) = [s for s in v.services if s.name == name]
     if {g.id for g in v.spec.host.gpus if g.rpc is not None} & set(rs.gpus):
@@ -94,6 +95,8 @@ def test_import_of_the_rendered_script_gives_the_service_back(
         written = getattr(rs, key, None)
         if written is None:
             written = getattr(rs.service, key, None)
+        if key == "kv_cache_dtype" and written is None:
+            written = "auto"  # vLLM's default, which render writes out
         if written in (None, {}, (), False) and key not in got:
             continue
         shown = written.model_dump(exclude_none=True) if hasattr(written, "model_dump") else written

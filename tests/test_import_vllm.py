@@ -154,3 +154,22 @@ def test_tensor_parallel_takes_the_spec_gpus_in_index_order() -> None:
     imported = import_text("vllm serve /m/q -tp 2", "cmd.sh", gpus=gpus)
     (svc,) = YAML(typ="safe").load(imported.yaml)["services"].values()
     assert svc["gpus"] == ["a", "b"]
+
+
+def test_lora_modules_become_lora_adapters_through_the_volumes() -> None:
+    doc, _, _ = _imported(
+        "podman run -v /srv/q:/models/q:ro -v /srv/lora/a:/adapters/a:ro "
+        "-v /srv/lora/b:/adapters/b:ro vllm/vllm-openai:v0.11.0 --model /models/q "
+        "--enable-lora --max-loras 2 --max-lora-rank 64 --lora-modules a=/adapters/a "
+        '\'{"name": "b", "path": "/adapters/b"}\' --max-num-seqs 4'
+    )
+    (svc,) = doc["services"].values()
+    assert svc["lora"] == {
+        "max_loras": 2,
+        "max_lora_rank": 64,
+        "adapters": [
+            {"name": "a", "path": "/srv/lora/a"},
+            {"name": "b", "path": "/srv/lora/b"},
+        ],
+    }
+    assert svc["parallel"] == 4 and "args" not in svc

@@ -102,6 +102,12 @@ def _flags(command: Command) -> tuple[Word | None, list[_Flag]]:
         elif name in _BOOLEAN or i + 1 >= len(words) or words[i + 1].text.startswith("--"):
             out.append(_Flag(name, (w,), None))
             i += 1
+        elif name == "--lora-modules":  # nargs='+': every word up to the next option
+            j = i + 1
+            while j < len(words) and not words[j].text.startswith("-"):
+                j += 1
+            out.append(_Flag(name, tuple(words[i:j]), words[i + 1]))
+            i = j
         else:
             out.append(_Flag(name, (w, words[i + 1]), words[i + 1]))
             i += 2
@@ -129,6 +135,11 @@ _SPELLINGS = {
     "--pipeline-parallel-size": "pp",
     "-dp": "dp",
     "--data-parallel-size": "dp",
+    "--enable-lora": "enable_lora",
+    "--lora-modules": "lora_modules",
+    "--max-loras": "max_loras",
+    "--max-lora-rank": "max_lora_rank",
+    "--max-cpu-loras": "max_cpu_loras",
 }
 
 
@@ -240,6 +251,7 @@ def vllm_spec(
         out.put("enforce_eager", True)
     if text("served_model_name"):
         out.put("served_model_name", text("served_model_name"))
+    _lora(command, last, out)
     _replaced(last, out)
     _bind(command, last.get("host"), out)
     _env(command, out)
@@ -316,6 +328,45 @@ def _speculative(f: _Flag | None, out: _Out) -> None:
     out.notes.append(f"dropped --speculative-config {f.value.text}")
 
 
+def _lora(command: Command, last: dict[str, _Flag], out: _Out) -> None:
+    """``--lora-modules NAME=PATH ...`` (or its JSON form) with the slot flags, to ``lora:``;
+    the paths through the container's volumes."""
+    modules = last.get("lora_modules")
+    if modules is None:
+        for key in ("enable_lora", "max_loras", "max_lora_rank", "max_cpu_loras"):
+            if key in last:
+                line = f"dropped {last[key].words[0].text}: no --lora-modules to serve"
+                out.warn(last[key].words[0], line)
+                out.notes.append(line)
+        return
+    adapters = CommentedSeq()
+    for w in modules.words[1:]:
+        try:
+            doc = json.loads(w.text) if w.text.startswith("{") else None
+        except json.JSONDecodeError:
+            doc = None
+        if isinstance(doc, dict):
+            name, path = str(doc.get("name", "")), str(doc.get("path", ""))
+        else:
+            name, _, path = w.text.partition("=")
+        if not name or not path.startswith("/"):
+            out.warn(w, f"--lora-modules {clip(w.text)}: not NAME=/ABSOLUTE/PATH: dropped")
+            continue
+        item = CommentedMap({"name": name, "path": _host_path(command, path, out, w)})
+        item.fa.set_flow_style()
+        adapters.append(item)
+    if not adapters:
+        return
+    lora = CommentedMap()
+    for key in ("max_loras", "max_lora_rank", "max_cpu_loras"):
+        f = last.get(key)
+        n = _number(f.value.text) if f is not None and f.value is not None else None
+        if n is not None:
+            lora[key] = n
+    lora["adapters"] = adapters
+    out.put("lora", lora)
+
+
 def _replaced(last: dict[str, _Flag], out: _Out) -> None:
     """Flags whose value the plan decides: said, with the command's figure."""
     util = last.get("utilization")
@@ -363,6 +414,14 @@ def _env(command: Command, out: _Out) -> None:
     env = CommentedMap()
     for e in command.env:
         if e.name in ENV_OWNED:
+            continue
+        if e.name == "VLLM_ALLOW_RUNTIME_LORA_UPDATING":
+            line = (
+                f"dropped {e.name}: layoutgen sets it for an adapter with "
+                "'update: {apply: load}' (write that under lora.adapters)"
+            )
+            out.warn(e.word, line)
+            out.notes.append(line)
             continue
         if any(w in e.name for w in SECRET_WORDS):
             out.warn(e.word, f"{e.name} looks like a secret: not written (its value is not shown)")
