@@ -392,3 +392,12 @@ def test_a_row_split_is_imported_and_tensor_parallel_kept_in_args() -> None:
     doc, warnings = fragment("llama-server -m /m/a.gguf -c 4096 -ngl 99 -sm graph -ts 1,1")
     assert doc["services"]["a"]["args"] == ["-sm", "graph"]
     assert any("-sm 'graph'" in w for w in warnings)
+
+
+def test_a_podman_secret_read_as_the_api_key_file_is_the_secret() -> None:
+    doc, _ = fragment(
+        "podman run --secret k,type=mount,target=/run/secrets/api-key -v /m:/m img:b1 "
+        "-m /m/a.gguf -c 8 --api-key-file /run/secrets/api-key"
+    )
+    (svc,) = doc["services"].values()
+    assert svc["api_key"] == {"secret": "k"}

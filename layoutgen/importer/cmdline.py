@@ -126,6 +126,8 @@ class Command:
     devices: tuple[Word, ...] = ()
     capabilities: tuple[Word, ...] = ()
     container_name: str | None = None
+    #: podman secrets: (name, where the container sees it)
+    secrets: tuple[tuple[str, str], ...] = ()
     prefix: tuple[Word, ...] = ()  # wrappers before the program: numactl, taskset, ...
     warnings: tuple[Diagnostic, ...] = field(default=())
     #: settings of the container or unit the spec has no key for: (where, as written)
@@ -637,7 +639,8 @@ RUN_FLAGS = _names(
 _EPHEMERAL = _names("-d --detach --rm -i --interactive -t --tty --replace -q --quiet --name")
 #: run options _from_options maps onto the spec
 _MAPPED_OPTIONS = _names(
-    "-p --publish -v --volume --mount -e --env --device --gpus --cap-add --name --entrypoint"
+    "-p --publish -v --volume --mount -e --env --device --gpus --cap-add --name --entrypoint "
+    "--secret"
 )
 
 
@@ -754,6 +757,7 @@ def _from_options(
     volumes: list[Volume] = []
     devices: list[Word] = []
     caps: list[Word] = []
+    secrets: list[tuple[str, str]] = []
     name = None
     for opt, _, v in opts:
         if opt in ("-p", "--publish"):
@@ -786,6 +790,13 @@ def _from_options(
             caps += [replace(v, text=c.strip()) for c in v.text.split(",") if c.strip()]
         elif opt == "--name":
             name = v.text
+        elif opt == "--secret":  # NAME[,type=mount][,target=PATH]
+            secret, *parts = v.text.split(",")
+            props = dict(f.partition("=")[::2] for f in parts)
+            target = props.get("target") or f"/run/secrets/{secret}"
+            if not target.startswith("/"):
+                target = f"/run/secrets/{target}"
+            secrets.append((secret, target))
     return Command(
         source=source,
         kind="podman",
@@ -798,6 +809,7 @@ def _from_options(
         devices=tuple(devices),
         capabilities=tuple(caps),
         container_name=name,
+        secrets=tuple(secrets),
     )
 
 

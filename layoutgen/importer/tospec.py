@@ -728,7 +728,11 @@ def _walk(args: tuple[Arg, ...], ids: list[str], out: _Out) -> None:
             )
             out.notes.append("--api-key dropped: write api_key: {secret: NAME} (a podman secret)")
         elif m == "api_key_file":
-            key = CommentedMap({"file": _host_path(out.cmd, text, out, a.value)})
+            secret = next((n for n, t in out.cmd.secrets if t == text), None)
+            if out.cmd.image is not None and secret is not None:  # a podman secret
+                key = CommentedMap({"secret": secret})
+            else:
+                key = CommentedMap({"file": _host_path(out.cmd, text, out, a.value)})
             key.fa.set_flow_style()
             out.put("api_key", key)
         elif m == "host":
