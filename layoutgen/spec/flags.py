@@ -18,7 +18,10 @@ the runtime's own argument parser: :mod:`layoutgen.runtimes.llama_cpp.flag_table
   made by reading each option's help and handler in the newest build read.
 
 Flags layoutgen owns (``OWNED`` in :mod:`layoutgen.spec.checks`) are refused there,
-not here.
+not here; here only their other spellings (``--ctx_size``: both parsers read '_' as
+'-' in a ``--`` name; vLLM's argparse abbreviations and ``--config.field``).  A
+build older than every one a sampled table read (llama.cpp before 9093) takes a word
+after a flag as its value and none as none, with one warning listing its flags.
 
 Dating.  ik_llama.cpp's table reads the parser at every commit that touched it, so
 each flag's builds are exact.  llama.cpp's and vLLM's tables read sampled builds
@@ -30,6 +33,11 @@ flag's builds it is an error.  With no ``version:`` the build is unknown: a flag
 some build has is accepted (with a warning when the newest build lacks it); where
 the builds read a flag's values differently (ik's ``-fa``: bare before 3928, gone
 3928-3984, ``on|off|auto`` from 3985) the spec must name its build.
+
+Not reported yet (FA_FORM is None): a modelled flag written in another build's form
+(``-fa on`` at an ik build before 3985, ``-no-fmoe`` before 3928, ``-mla 3`` where
+-mla was a switch), because the truth table describes every record's memory with the
+newest forms; tests/test_flags.py runs those checks at ERROR.
 """
 
 from __future__ import annotations
@@ -51,6 +59,8 @@ from layoutgen.spec.schema import Spec
 #: ``-np auto`` itself is refused by the int parser (std::stoi), ``-np -1`` is auto.
 PARALLEL_AUTO = 4
 PARALLEL_AUTO_KV_UNIFIED = True
+#: ik_llama.cpp's -np default: 1 (common.h n_parallel = 1; no auto), build 4840
+IK_PARALLEL_DEFAULT = 1
 
 _DRAFT = "use 'draft:' (layoutgen places the draft model and budgets its KV cache)"
 _SPEC = (
