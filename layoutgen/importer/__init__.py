@@ -1,8 +1,14 @@
-"""``layoutgen import``: a working llama.cpp command line in, the spec service out.
+"""``layoutgen import``: a working llama.cpp or vLLM command in, the spec service out.
 
-:mod:`layoutgen.importer.cmdline` finds the command in what was pasted (a shell
-line, ``podman run``, a quadlet ``.container``, a systemd ``.service``);
-:mod:`layoutgen.importer.tospec` reads its flags and writes the YAML fragment.
+:mod:`~layoutgen.importer.sources` reads what the user names (text, a ``podman
+inspect`` record or container, a process, a script run with recorders:
+:mod:`~layoutgen.importer.running`, :mod:`~layoutgen.importer.shellrun`);
+:mod:`~layoutgen.importer.cmdline` finds the command in it (a shell line,
+``podman run``, a quadlet ``.container``, a systemd ``.service``);
+:mod:`~layoutgen.importer.tospec` (llama.cpp) and :mod:`~layoutgen.importer.vllm`
+read its flags and write the YAML fragment, with the GPUs named by the spec's
+(:mod:`~layoutgen.importer.devices`), the build (:mod:`~layoutgen.importer.build`)
+and what render changes (:mod:`~layoutgen.importer.changes`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Find the llama.cpp command a user pasted: a shell line, ``podman run``, a quadlet or a unit.
+"""Find the server command a user pasted: a shell line, ``podman run``, a quadlet or a unit
+(llama.cpp's programs, ``vllm serve``, ``python -m vllm.entrypoints.openai.api_server``).
 
 Why a tokenizer of our own rather than :func:`shlex.split`: an error must say
 where (``file:line:col`` of the word), and pasted commands carry what shlex
@@ -6,8 +7,9 @@ splits wrongly: ``$(...)`` with quotes and pipes inside, ``2>&1 | tee``,
 earlier ``model=...`` lines whose ``"$model"`` the command uses.  Words follow
 POSIX ``sh`` quoting (what :func:`shlex.split` does in posix mode); shell
 expansions are never run: a ``$NAME`` assigned earlier in the same text with a
-plain value is substituted, ``$((512))`` is evaluated, anything else is kept as
-written and the word says so.
+plain value is substituted, ``$((512))`` is evaluated; a word that still holds an
+expansion is refused (:func:`check_expanded`), since what the program received
+is not in the text: :mod:`layoutgen.importer.sources` imports what runs instead.
 
 The result is plain data (:class:`Command`); what the flags mean is
 :mod:`layoutgen.importer.tospec`'s business.

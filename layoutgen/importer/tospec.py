@@ -446,7 +446,9 @@ def to_spec(
     made: tuple[str, str] | None = None,
 ) -> Imported:
     """The ``models``/``runtimes``/``services`` YAML that reproduces ``command``: a
-    llama.cpp server (:func:`llama_spec`) or vLLM (:mod:`layoutgen.importer.vllm`)."""
+    llama.cpp server (:func:`llama_spec`) or vLLM (:mod:`layoutgen.importer.vllm`).
+    ``gpu_ids``: the spec's GPU ids in CUDA order (index i for the i-th), for
+    callers that have no :class:`SpecGpu` records."""
     if gpus is None and gpu_ids is not None:
         gpus = [SpecGpu(g, i) for i, g in enumerate(gpu_ids)]
     if command.program == "vllm":
@@ -466,10 +468,9 @@ def llama_spec(
 ) -> Imported:
     """The ``models``/``runtimes``/``services`` YAML that reproduces a llama.cpp command.
 
-    ``gpu_ids``: the ids of your spec's ``host.gpus`` in CUDA order, so that
-    ``CUDA<i>`` becomes ``gpu_ids[i]``; without it GPUs are named after the
-    host index the command shows (``CUDA_VISIBLE_DEVICES``, a CDI device) or
-    ``gpu<i>``.  ``gpus``: the spec's host GPUs (devices by index or UUID).
+    ``gpus``: the spec's host GPUs, so that CDI devices and CUDA_VISIBLE_DEVICES
+    entries (by index or UUID) and ``CUDA<i>`` become its ids; without them GPUs
+    are named after the host index the command shows, or ``gpu<i>``.
     ``log``: a start-up log's text and name, for the build (``version:``).
     ``made``: (how, text) when the command was read from something running.
     """
