@@ -358,3 +358,16 @@ def test_probe_lists_the_runtimes_it_finds(podman: FakePodman, tmp_path: Path) -
         (f"image {LLAMA}-b6123", "llama.cpp", "6123"),
         (f"image {VLLM}", "vllm", "0.11.0"),
     }
+
+
+def test_a_flood_of_output_is_read_and_dropped_past_the_limit(tmp_path: Path) -> None:
+    """30 MB on stdout before the version line on stderr: the build is found, and only
+    the first MAX_OUTPUT bytes of the flood are kept."""
+    binary = script(
+        tmp_path / "bin" / "llama-server",
+        f"head -c 30000000 /dev/zero | tr '\\0' x; echo '{IK_VERSION}' >&2",
+    )
+    ran = hostbuilds.run_bounded([str(binary), "--version"], timeout=60)
+    assert (ran.returncode, ran.reason) == (0, "")
+    assert len(ran.stdout) == hostbuilds.MAX_OUTPUT and set(ran.stdout) == {"x"}
+    assert hostbuilds.version_in(ran.output, "ik_llama.cpp") == "3772"

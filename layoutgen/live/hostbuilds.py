@@ -40,10 +40,12 @@ import secrets
 import shutil
 import signal
 import subprocess
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
 
 from layoutgen.importer import build as tagged
 
@@ -56,6 +58,9 @@ INSPECT_TIMEOUT_S = 20.0
 RUN_TIMEOUT_S = 60.0
 #: what is kept of a program's output (a --version is a few lines)
 MAX_OUTPUT = 64 << 10
+#: what is kept of podman's JSON (an image record with a long history is tens of KiB;
+#: a store of hundreds of images, a few MiB); a longer answer is no JSON
+MAX_JSON = 16 << 20
 #: what probe runs at most (each image may cost a container start)
 MAX_PROBED = 12
 SERVER_NAMES = ("llama-server", "vllm")
@@ -84,8 +89,15 @@ class HostBuild:
 @dataclass(frozen=True)
 class Ran:
     returncode: int | None  # None: not run, or stopped at the timeout
-    output: str  # stdout then stderr, clipped
+    stdout: str  # clipped to the run's limit
+    stderr: str
     reason: str  # why it did not run to the end; "" when it did
+
+    @property
+    def output(self) -> str:
+        """Both streams, each starting on a line of its own (a version line on stderr
+        after a stdout without a final newline is still at the start of a line)."""
+        return "\n".join(t for t in (self.stdout, self.stderr) if t)
 
 
 # ---------------------------------------------------------------- running
@@ -97,11 +109,14 @@ def run_bounded(
     timeout: float,
     env: Mapping[str, str] | None = None,
     on_timeout: Sequence[str] | None = None,
+    limit: int = MAX_OUTPUT,
 ) -> Ran:
     """Run ``argv`` (no shell) for at most ``timeout`` seconds, in its own process
     group, which is killed whole at the timeout (a child holding the pipe open would
-    otherwise keep the read waiting).  ``on_timeout``: a command run after the kill
-    (``podman rm -f NAME``: a container outlives its killed client)."""
+    otherwise keep the read waiting).  Of each stream the first ``limit`` bytes are
+    kept and the rest read and dropped, so a program that floods its output costs
+    no memory.  ``on_timeout``: a command run after the kill (``podman rm -f NAME``:
+    a container outlives its killed client)."""
     shown = PurePosixPath(argv[0]).name
     try:
         proc = subprocess.Popen(
@@ -114,29 +129,51 @@ def run_bounded(
         )
     except FileNotFoundError:
         where = "there" if "/" in argv[0] else "on PATH"
-        return Ran(None, "", f"{shown} is not {where}")
+        return Ran(None, "", "", f"{shown} is not {where}")
     except OSError as exc:
-        return Ran(None, "", f"{shown} could not run: {exc.strerror or exc}")
+        return Ran(None, "", "", f"{shown} could not run: {exc.strerror or exc}")
+    assert proc.stdout is not None and proc.stderr is not None
+    kept: dict[int, bytearray] = {1: bytearray(), 2: bytearray()}
+    readers = [
+        threading.Thread(target=_drain, args=(stream, kept[fd], limit), daemon=True)
+        for fd, stream in ((1, proc.stdout), (2, proc.stderr))
+    ]
+    for r in readers:
+        r.start()
+    deadline = time.monotonic() + timeout
     try:
-        out, err = proc.communicate(timeout=timeout)
+        proc.wait(timeout=timeout)
+        for r in readers:  # the pipes close when the last holder exits
+            r.join(timeout=max(0.0, deadline - time.monotonic()))
+        stopped = any(r.is_alive() for r in readers)
     except subprocess.TimeoutExpired:
+        stopped = True
+    if stopped:
         _kill_group(proc)
+        for r in readers:
+            r.join(timeout=2.0)
         if on_timeout is not None:
             run_bounded(on_timeout, timeout=INSPECT_TIMEOUT_S)
-        return Ran(None, "", f"did not answer within {timeout:g} s (stopped)")
-    text = out.decode("utf-8", "replace")[:MAX_OUTPUT] + err.decode("utf-8", "replace")[:MAX_OUTPUT]
-    return Ran(proc.returncode, text, "")
+        return Ran(None, "", "", f"did not answer within {timeout:g} s (stopped)")
+    out, err = (bytes(kept[fd]).decode("utf-8", "replace") for fd in (1, 2))
+    return Ran(proc.returncode, out, err, "")
+
+
+def _drain(stream: IO[bytes], into: bytearray, limit: int) -> None:
+    with stream:
+        while chunk := stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536):
+            if len(into) < limit:
+                into += chunk[: limit - len(into)]
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    """TERM first (podman passes it to the container, which then stops and is removed),
+    then KILL for whatever of the group is left, the leader waited for (no zombie)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, sig)
-        try:
-            proc.communicate(timeout=2.0)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=2.0)
 
 
 def clean_env() -> dict[str, str]:
@@ -240,7 +277,7 @@ def binary_build(path: str, kind: str, *, timeout: float = BINARY_TIMEOUT_S) -> 
 
 def inspect_image(image: str, *, timeout: float = INSPECT_TIMEOUT_S) -> tuple[dict[str, Any], str]:
     """``podman image inspect`` of a local image: (record, "") or ({}, why)."""
-    ran = run_bounded(["podman", "image", "inspect", "--", image], timeout=timeout)
+    ran = run_bounded(["podman", "image", "inspect", "--", image], timeout=timeout, limit=MAX_JSON)
     if ran.reason:
         return {}, ran.reason if ran.reason.endswith(
             "on PATH"
@@ -248,7 +285,7 @@ def inspect_image(image: str, *, timeout: float = INSPECT_TIMEOUT_S) -> tuple[di
     if ran.returncode != 0:
         return {}, "the image is not on this host (podman pull it)"
     try:
-        doc = json.loads(ran.output[: ran.output.rfind("]") + 1] or ran.output)
+        doc = json.loads(ran.stdout)
     except ValueError:
         return {}, "podman image inspect printed no JSON"
     record = doc[0] if isinstance(doc, list) and doc and isinstance(doc[0], dict) else None
@@ -353,11 +390,11 @@ def _path_binaries(path: str) -> list[tuple[str, str]]:
 
 def local_images(*, timeout: float = INSPECT_TIMEOUT_S) -> tuple[list[tuple[str, str]], str]:
     """([(image name, kind)], problem): ``podman images`` whose repository names a runtime."""
-    ran = run_bounded(["podman", "images", "--format", "json"], timeout=timeout)
+    ran = run_bounded(["podman", "images", "--format", "json"], timeout=timeout, limit=MAX_JSON)
     if ran.reason or ran.returncode != 0:
         return [], f"podman images {ran.reason or f'exited with status {ran.returncode}'}"
     try:
-        doc = json.loads(ran.output[: ran.output.rfind("]") + 1] or ran.output)
+        doc = json.loads(ran.stdout)
     except ValueError:
         return [], "podman images printed no JSON"
     names: set[tuple[str, str]] = set()
