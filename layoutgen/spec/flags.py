@@ -49,7 +49,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from layoutgen.errors import Problem, Severity
+from layoutgen.errors import Problem, Severity, printable
 from layoutgen.spec.literals import clip
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import Spec
@@ -748,6 +748,11 @@ def _order(build: Any) -> float:
     return float(build)
 
 
+def _shown(value: str) -> str:
+    """A value for a message: one printable line, cut when long."""
+    return printable(value if len(value) <= 40 else value[:40] + "...")
+
+
 def _number(arg: str) -> bool:
     return re.fullmatch(r"-[0-9.]+(e-?[0-9]+)?", arg) is not None
 
@@ -815,7 +820,7 @@ def _classify(
     if reason is not None:
         yield Problem(
             path,
-            f"{where}: {flag}{' ' + ' '.join(values) if values else ''} changes memory or "
+            f"{where}: {flag}{''.join(' ' + _shown(v) for v in values[:2])} changes memory or "
             f"placement the plan does not model: {reason}",
         )
 
