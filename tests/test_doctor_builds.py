@@ -371,3 +371,22 @@ def test_a_flood_of_output_is_read_and_dropped_past_the_limit(tmp_path: Path) ->
     assert (ran.returncode, ran.reason) == (0, "")
     assert len(ran.stdout) == hostbuilds.MAX_OUTPUT and set(ran.stdout) == {"x"}
     assert hostbuilds.version_in(ran.output, "ik_llama.cpp") == "3772"
+
+
+def test_which_versions_name_one_build() -> None:
+    assert findings.same_build("llama.cpp", "b6123", "6123") is True
+    assert findings.same_build("llama.cpp", "6123 (a1b2c3d)", "6124") is False
+    assert findings.same_build("vllm", "v0.10.2", "0.10.2") is True
+    assert findings.same_build("vllm", "0.10.1.1", "0.10.2") is False
+    assert findings.same_build("ik_llama.cpp", "2026-03-20", "4840") is None
+
+
+def test_a_date_written_as_version_is_compared_by_asking_for_the_number(tmp_path: Path) -> None:
+    binary = llama_server(tmp_path)
+    (line,) = build_lines(spec(tmp_path, where=f"binary: {binary}", version="2026-03-20"))
+    assert line == (
+        f'{at_version(tmp_path)}: warning: runtimes.srv.version: version: "2026-03-20" is a '
+        f"date, the binary {binary} runs build 3772 ('llama-server --version' printed "
+        f"'{IK_VERSION}'); a date and a build number cannot be compared here: write "
+        'version: "3772"'
+    )
