@@ -36,6 +36,7 @@ import ast
 import re
 import subprocess
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 # ---- C++ scanning --------------------------------------------------------------------
@@ -263,7 +264,7 @@ def _emit(rows: dict[str, tuple[str, tuple[tuple[object, object, int], ...]]]) -
 
 
 def _dated(
-    samples: list[tuple[object, dict[str, tuple[tuple[str, ...], int]]]],
+    samples: Sequence[tuple[object, Mapping[str, tuple[tuple[str, ...], int]]]],
 ) -> dict[str, tuple[str, tuple[tuple[object, object, int], ...]]]:
     """Rows from parsers read at successive builds: a span starts at the first sample
     holding the spelling (or reading another number of values) and ends before the
@@ -322,7 +323,7 @@ def _ik(repo: str) -> None:
     head = _git(repo, "rev-parse", "HEAD").strip()
     newest = int(_git(repo, "rev-list", "--count", "HEAD"))
     commits = _git(repo, "log", "--reverse", "--format=%H", "--", "common/common.cpp").split()
-    samples = []
+    samples: list[tuple[object, Mapping[str, tuple[tuple[str, ...], int]]]] = []
     for c in commits:
         build = int(_git(repo, "rev-list", "--count", c))
         try:
