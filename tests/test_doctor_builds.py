@@ -146,9 +146,22 @@ def test_a_build_that_cannot_be_read_is_a_warning_saying_why(tmp_path: Path) -> 
         "could not be read here ('llama-server --version' printed no build: 'usage: "
         'llama-server [options]\'): doctor cannot check version: "4840"'
     ]
+    garbled = script(tmp_path / "bin" / "llama-server", "printf 'version: \\033[31m'")
+    (line,) = build_lines(spec(tmp_path, kind="llama.cpp", where=f"binary: {garbled}"))
+    assert line.endswith(
+        "'llama-server --version' printed no build: 'version: \\x1b[31m'); the plan holds "
+        "for every build: write version: as the build number 'llama-server --version' "
+        "prints (e.g. 6123)"
+    ), line
+
+
+def test_a_binary_that_is_not_there_is_an_error_at_binary(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere" / "llama-server"
     (line,) = build_lines(spec(tmp_path, kind="llama.cpp", where=f"binary: {missing}"))
-    assert f"({missing} is not there)" in line and "write version: as the build number" in line
+    assert line == (
+        f"spec.yaml:11:34: error: runtimes.srv.binary: {missing} is not there: the services "
+        "that use it cannot start; install the server there, or correct the path"
+    )
 
 
 def test_version_runs_without_a_gpu_and_without_this_shells_environment(

@@ -704,6 +704,16 @@ def check_builds(v: Validated, live: LiveHost) -> list[_Found]:
         written = runtime.version
         path: SpecPath = ("runtimes", rid, "version") if written else ("runtimes", rid)
         dotted = f"runtimes.{rid}.version" if written else f"runtimes.{rid}"
+        if host.missing:
+            found.append(
+                _error(
+                    "build",
+                    ("runtimes", rid, "binary"),
+                    f"runtimes.{rid}.binary: {runtime.binary} is not there: the services "
+                    "that use it cannot start; install the server there, or correct the path",
+                )
+            )
+            continue
         if host.version is None:
             if written:
                 text = (

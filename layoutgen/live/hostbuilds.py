@@ -84,6 +84,7 @@ class HostBuild:
     what: str  # "image ghcr.io/ggml-org/llama.cpp:server-cuda", "binary /usr/bin/llama-server"
     version: str | None  # "6123", "0.10.2"; None when not found
     how: str  # where it was read, or why not
+    missing: bool = False  # a native binary that is not there: nothing can start
 
 
 @dataclass(frozen=True)
@@ -257,7 +258,7 @@ def binary_build(path: str, kind: str, *, timeout: float = BINARY_TIMEOUT_S) -> 
     what = f"binary {path}"
     p = Path(path)
     if not p.is_file():
-        return HostBuild(kind, what, None, f"{path} is not there")
+        return HostBuild(kind, what, None, f"{path} is not there", missing=True)
     if not os.access(p, os.X_OK):
         return HostBuild(kind, what, None, f"{path} is not executable")
     ran = run_bounded([path, "--version"], timeout=timeout, env=clean_env())
