@@ -105,3 +105,18 @@ def test_docker_gpus_forms() -> None:
     assert service(podman("--gpus all"))["gpus"] == ["left", "right"]
     assert service(podman("--gpus 1"))["gpus"] == ["left"]  # a count: the first GPU
     assert service(podman("--gpus '\"device=1\"'"))["gpus"] == ["right"]
+
+
+def test_rpc_devices_come_first_and_are_named_by_endpoint() -> None:
+    spec = [*SPEC, SpecGpu("far", None, None, "10.0.0.2:50052")]
+    svc = service(
+        "CUDA_VISIBLE_DEVICES=0 llama-server -m /m/a.gguf -c 8 --rpc 10.0.0.2:50052 -ngl 99 "
+        "-ts 3,1 "
+        "-ot 'blk\\.1\\.=RPC0[10.0.0.2:50052]'",
+        spec,
+    )
+    assert svc["gpus"] == ["far", "left"]  # llama.cpp's order: rpc devices, then local
+    assert svc["tensor_split"] == {"far": 3, "left": 1}
+    assert svc["tensor_overrides"] == [{"pattern": "blk\\.1\\.", "device": "far"}]
+    with pytest.raises(LayoutgenError, match="no rpc device at that endpoint"):
+        import_text("llama-server -m /m/a.gguf --rpc 10.9.9.9:1 -ngl 9", "cmd.sh", gpus=spec)

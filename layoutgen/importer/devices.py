@@ -30,6 +30,8 @@ class SpecGpu:
     id: str
     index: int | None = None
     uuid: str | None = None
+    #: HOST:PORT of an rpc device (ggml-rpc-server); None: a local GPU
+    rpc: str | None = None
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,9 @@ def select(command: Command, gpus: Sequence[SpecGpu] | None) -> Selected:
     """The host GPUs ``command`` runs on, by the spec's ids where ``gpus`` is given."""
     src = command.source
     warnings: list[Diagnostic] = []
-    local = sorted(gpus or (), key=lambda g: (g.index is None, g.index or 0))
+    local = sorted(
+        (g for g in gpus or () if g.rpc is None), key=lambda g: (g.index is None, g.index or 0)
+    )
     entries = _entries(command)
     visible: list[tuple[Word, str]] = []
     for e in command.env:
@@ -156,7 +160,46 @@ def spec_gpus(path: Path) -> list[SpecGpu]:
         Spec,
         "a spec is a mapping with keys host, models, runtimes and services",
     )
-    return [SpecGpu(g.id, g.index, g.uuid) for g in spec.host.gpus if g.rpc is None]
+    return [
+        SpecGpu(g.id, g.index, g.uuid, g.rpc.endpoint if g.rpc is not None else None)
+        for g in spec.host.gpus
+    ]
+
+
+def rpc_devices(
+    src: str, word: Word, value: str, gpus: Sequence[SpecGpu] | None
+) -> tuple[list[str], list[Diagnostic]]:
+    """The ids of ``--rpc HOST:PORT,...`` in its order (llama.cpp lists rpc devices
+    before local GPUs): the spec's rpc GPUs by endpoint, ``rpc<k>`` without a spec."""
+    ids: list[str] = []
+    warnings: list[Diagnostic] = []
+    remote = [g for g in gpus or () if g.rpc is not None]
+    for k, endpoint in enumerate(e.strip() for e in value.split(",") if e.strip()):
+        match = [g.id for g in remote if g.rpc == endpoint]
+        if match:
+            ids.append(match[0])
+        elif gpus is not None:
+            listed = ", ".join(f"{g.id} ({g.rpc})" for g in remote) or "none"
+            raise _error(
+                src,
+                word,
+                f"--rpc {endpoint}: the spec's host.gpus has no rpc device at that endpoint "
+                f"(its rpc devices: {listed}); add it as a GPU with rpc: {{endpoint: "
+                f"{endpoint}, binary: ..., device: CUDA0}}",
+            )
+        else:
+            ids.append(f"rpc{k}")
+            warnings.append(
+                Diagnostic(
+                    src,
+                    word.line,
+                    word.col,
+                    Severity.WARNING,
+                    f"--rpc {endpoint}: named rpc{k}; add it to host.gpus with rpc: "
+                    f"{{endpoint: {endpoint}, binary: ..., device: CUDA0}}",
+                )
+            )
+    return ids, warnings
 
 
 def _error(src: str, w: Word, message: str) -> UnreadableCommand:

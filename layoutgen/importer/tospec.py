@@ -32,7 +32,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from layoutgen.errors import Diagnostic, Severity
 from layoutgen.importer import build, changes
 from layoutgen.importer.cmdline import Command, UnreadableCommand, Word
-from layoutgen.importer.devices import SpecGpu, select
+from layoutgen.importer.devices import SpecGpu, rpc_devices, select
 from layoutgen.spec.literals import MAX_TEXT, clip
 from layoutgen.spec.schema import CAPABILITIES, MAX_LAYER, KVType, Service
 
@@ -72,6 +72,7 @@ MAPPED: dict[str, tuple[str, Arity]] = {
     "reasoning": ("-rea --reasoning", "?"),
     "api_key": ("--api-key", 1),
     "api_key_file": ("--api-key-file", 1),
+    "rpc": ("--rpc", 1),
 }
 
 #: Flags whose value is optional: old builds took them alone (``-fa``), new ones want one.
@@ -487,7 +488,11 @@ def llama_spec(
             last["fit"] = a
     ik = _is_ik(command, args)
     ngl = _int(last["ngl"], out, "gpu_layers") if "ngl" in last else None
-    ids = _gpu_ids(command, args, last, ngl, gpus, out)
+    remote: list[str] = []
+    if "rpc" in last and last["rpc"].value is not None:
+        remote, said = rpc_devices(command.source, last["rpc"].at, last["rpc"].value.text, gpus)
+        out.warnings += said
+    ids = _gpu_ids(command, args, last, ngl, gpus, out, len(remote))
 
     model_id, model = _model(command, last.get("model"), out)
     runtime_id, runtime = _runtime(command, ik, out, log)
@@ -500,9 +505,10 @@ def llama_spec(
     _port(command, last, out)
     _ctx(last, out)
     ids = _main_gpu(last, ids, out)
-    gpus = CommentedSeq(ids)
+    order = [*remote, *ids] if ids or remote else []  # llama.cpp's: rpc devices first
+    gpus = CommentedSeq(order)
     gpus.fa.set_flow_style()
-    out.put("gpus", gpus, _gpus_comment(command, ngl, ids))
+    out.put("gpus", gpus, _gpus_comment(command, ngl, order))
     for key in ("parallel", "batch", "ubatch", "threads", "threads_batch"):
         if key in last:
             n = _int(last[key], out, key)
@@ -520,7 +526,7 @@ def llama_spec(
                     f"cache type {clip(value)} is not one layoutgen plans; kept in args",
                 )
                 out.passthrough(last[key], "a cache type layoutgen does not plan")
-    _walk(args, ids, out)
+    _walk(args, ids, out, order, dict(zip(_endpoints(last), remote, strict=False)))
     if ngl is not None and ids and 0 < ngl < 999:
         if ngl > MAX_LAYER + 1:
             out.warn(last["ngl"].at, f"-ngl {ngl} is beyond any model: every layer offloaded")
@@ -648,8 +654,22 @@ def _ordered(svc: CommentedMap) -> CommentedMap:
     return ordered
 
 
-def _walk(args: tuple[Arg, ...], ids: list[str], out: _Out) -> None:
-    """Each flag to its key, to args, or consumed; in command-line order."""
+def _endpoints(last: dict[str, Arg]) -> list[str]:
+    value = last["rpc"].value if "rpc" in last else None
+    return [e.strip() for e in value.text.split(",") if e.strip()] if value else []
+
+
+def _walk(
+    args: tuple[Arg, ...],
+    ids: list[str],
+    out: _Out,
+    order: list[str] | None = None,
+    remote: dict[str, str] | None = None,
+) -> None:
+    """Each flag to its key, to args, or consumed; in command-line order.  ``ids``: the
+    local GPUs (CUDA0, ...); ``order``: every device as -ts counts them (rpc first);
+    ``remote``: rpc endpoint -> id, for -ot rules naming an RPC buffer."""
+    order = ids if order is None else order
     for a in args:
         m, v = a.meaning, a.value
         text = v.text if v is not None else ""
@@ -670,7 +690,7 @@ def _walk(args: tuple[Arg, ...], ids: list[str], out: _Out) -> None:
                 f"dropped {' '.join(w.text for w in a.words)} ({out.cmd.program} only)"
             )
         elif m == "override":
-            _override(a, ids, out)
+            _override(a, ids, out, remote or {})
         elif m == "tensor_split":
             shares = [s for s in re.split(r"[,/]+", text) if s.strip()]
             try:
@@ -680,7 +700,7 @@ def _walk(args: tuple[Arg, ...], ids: list[str], out: _Out) -> None:
                 out.passthrough(a, "not a list of numbers")
                 continue
             split = CommentedMap()
-            for k, gpu in enumerate(ids):
+            for k, gpu in enumerate(order):
                 share = values[k] if k < len(values) else 0.0
                 split[gpu] = int(share) if share.is_integer() else share
             split.fa.set_flow_style()
@@ -740,11 +760,16 @@ def _walk(args: tuple[Arg, ...], ids: list[str], out: _Out) -> None:
             _bind(a, out)
 
 
-def _override(a: Arg, ids: list[str], out: _Out) -> None:
+def _override(a: Arg, ids: list[str], out: _Out, remote: dict[str, str]) -> None:
     """``-ot A=CPU,B=CUDA1``: rules in order; a buffer layoutgen cannot name stays in args."""
     for rule in (a.value.text if a.value else "").split(","):
         pattern, eq, buffer = rule.partition("=")
         m = re.fullmatch(r"CUDA(\d{1,3})", buffer)
+        rpc = re.fullmatch(r"RPC\d{0,3}\[([^\]]+)\]", buffer)
+        if eq and rpc and rpc.group(1) in remote:
+            item = {"pattern": pattern, "device": remote[rpc.group(1)]}
+            out.overrides.append(item)
+            continue
         if not eq or not (buffer == "CPU" or m):
             out.warn(
                 a.at,
@@ -837,8 +862,10 @@ def _gpu_ids(
     ngl: int | None,
     gpus: Sequence[SpecGpu] | None,
     out: _Out,
+    n_rpc: int = 0,
 ) -> list[str]:
-    """The service's GPU ids in CUDA order; none for -ngl 0 or a command with no GPU in it."""
+    """The service's local GPU ids in CUDA order; none for -ngl 0 or a command with no
+    GPU in it.  ``n_rpc``: rpc devices, which -ts counts before the local ones."""
     for e in command.env:
         if e.name.startswith("CUDA_VISIBLE") and e.name != "CUDA_VISIBLE_DEVICES":
             out.warn(e.word, f"{e.name} is not CUDA_VISIBLE_DEVICES: CUDA ignores it")
@@ -848,7 +875,8 @@ def _gpu_ids(
     for a in args:
         text = a.value.text if a.value else ""
         if a.meaning == "tensor_split":
-            count = max(count, len([s for s in re.split(r"[,/]+", text) if s.strip()]))
+            shares = len([s for s in re.split(r"[,/]+", text) if s.strip()])
+            count = max(count, shares - n_rpc)
         elif a.meaning == "override":
             for n in re.findall(r"=CUDA(\d{1,3})(?:,|$)", text):
                 count = max(count, int(n) + 1)
