@@ -40,11 +40,13 @@ services:
 
 
 def _path_with_podman(tmp: Path) -> str:
-    """PATH with a podman that answers --version as podman 5.4.2 does."""
+    """PATH with a podman that answers --version as podman 5.4.2 does, with no images."""
     bindir = tmp / "bin"
     bindir.mkdir()
     podman = bindir / "podman"
-    podman.write_text("#!/bin/sh\necho 'podman version 5.4.2'\n")
+    podman.write_text(
+        "#!/bin/sh\ncase \"$1\" in images) echo '[]';; *) echo 'podman version 5.4.2';; esac\n"
+    )
     podman.chmod(podman.stat().st_mode | stat.S_IXUSR)
     return f"{bindir}{os.pathsep}{os.environ['PATH']}"
 
