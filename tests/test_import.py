@@ -401,3 +401,17 @@ def test_a_podman_secret_read_as_the_api_key_file_is_the_secret() -> None:
     )
     (svc,) = doc["services"].values()
     assert svc["api_key"] == {"secret": "k"}
+
+
+def test_a_native_units_environment_file_is_the_api_key_env_file() -> None:
+    unit = (
+        "[Service]\nEnvironmentFile=-/etc/llm/key.env\nEnvironmentFile=/etc/llm/other.env\n"
+        "ExecStart=/opt/llama/llama-server -m /m/a.gguf -c 8\n"
+    )
+    imported = to_spec(read_command(unit, "llm.service"))
+    (svc,) = load(imported.yaml)["services"].values()
+    assert svc["api_key"] == {"env_file": "/etc/llm/key.env"}
+    assert [w.gcc() for w in imported.warnings if "EnvironmentFile" in w.message] == [
+        "llm.service:3:17: warning: dropped EnvironmentFile=/etc/llm/other.env: the spec "
+        "has no key for it"
+    ]

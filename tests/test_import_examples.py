@@ -34,7 +34,6 @@ KEYS = {
 CANNOT = {
     "lora": "llama.cpp's LoRA adapters are rendered as --lora, which import keeps in args",
     "draft": "a draft model is rendered as -md, which import keeps in args",
-    "api_key": "an env_file API key reaches the server through EnvironmentFile=, not the argv",
     "schedule": "a schedule's start/stop units are not in the server's script",
 }
 
@@ -60,8 +59,8 @@ def _why_not(v: Validated, name: str) -> str | None:
     vllm = v.spec.runtimes[svc.runtime].kind == "vllm"
     for key in ("lora", "draft", "api_key", "schedule"):
         if getattr(svc, key, None) and not (key == "lora" and vllm):
-            if key == "api_key" and svc.api_key is not None and svc.api_key.env_file is None:
-                continue  # a podman secret or a file: --api-key-file, read back
+            if key == "api_key":
+                continue  # a secret or file: --api-key-file; env_file: EnvironmentFile=
             return CANNOT[key]
     return None
 
@@ -102,7 +101,7 @@ def test_import_of_the_rendered_script_gives_the_service_back(
         shown = written.model_dump(exclude_none=True) if hasattr(written, "model_dump") else written
         assert got.get(key) == shown, key
     assert [a for a in got.get("args", []) if a in rs.service.args] == list(rs.service.args)
-    if rs.service.api_key is not None and rs.service.api_key.env_file is None:
+    if rs.service.api_key is not None:
         assert got["api_key"] == rs.service.api_key.model_dump(exclude_none=True)
 
     # planned again beside the example's host and profiles: the same bytes in each buffer

@@ -130,6 +130,8 @@ class Command:
     container_name: str | None = None
     #: podman secrets: (name, where the container sees it)
     secrets: tuple[tuple[str, str], ...] = ()
+    #: a unit's EnvironmentFile= paths (a leading '-': optional), where written
+    env_files: tuple[Word, ...] = ()
     prefix: tuple[Word, ...] = ()  # wrappers before the program: numactl, taskset, ...
     warnings: tuple[Diagnostic, ...] = field(default=())
     #: settings of the container or unit the spec has no key for: (where, as written)
@@ -927,7 +929,13 @@ def _unit(text: str, source: str, kind: SourceKind) -> Command:
     cmd, specifiers = _specifiers(cmd, source, kind)
     env_all = (*env_words, *cmd.env)
     dropped = list(cmd.dropped)
+    env_files: list[Word] = []
     for e in entries:
+        if (e.section, e.key) in (("Service", "EnvironmentFile"), ("Container", "EnvironmentFile")):
+            value = text[e.start : e.end].strip()
+            line, col = lexer.where(e.start)
+            env_files.append(Word(value.removeprefix("-"), line, col))
+            continue
         if (e.section, e.key) in _UNIT_READ or e.section in ("", "Install"):
             continue
         if e.section == "Unit" and e.key == "Description":
@@ -942,6 +950,7 @@ def _unit(text: str, source: str, kind: SourceKind) -> Command:
         env=env_all,
         warnings=(*cmd.warnings, *warnings, *specifiers),
         dropped=tuple(dropped),
+        env_files=tuple(env_files),
     )
 
 

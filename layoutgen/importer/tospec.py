@@ -557,6 +557,7 @@ def llama_spec(
         out.put("tensor_overrides", _OVERRIDES)  # written by _overrides_yaml
     if out.args:
         out.put("args", out.args)
+    _env_file(command, runtime, out)
     _dropped(command, out)
     adds = changes.added(
         str(runtime["kind"]),
@@ -1022,6 +1023,27 @@ def _version(
     message = build.missing(kind, image)
     out.warn(command.image or command.program_word, message)
     out.notes.append(message)
+
+
+def _env_file(command: Command, runtime: CommentedMap, out: _Out) -> None:
+    """A unit's EnvironmentFile=: where a native llama.cpp server reads LLAMA_API_KEY,
+    the spec's ``api_key: {env_file: PATH}`` (render passes the file the same way);
+    anything else is listed as dropped."""
+    from layoutgen import runtimes
+
+    for k, w in enumerate(command.env_files):
+        try:
+            reads = runtimes.get(str(runtime["kind"]), runtime.get("version")).READS_API_KEY_ENV
+        except (KeyError, ValueError):
+            reads = False
+        if k == 0 and reads and command.image is None and "api_key" not in out.svc:
+            key = CommentedMap({"env_file": w.text})
+            key.fa.set_flow_style()
+            out.put("api_key", key, "EnvironmentFile=: the server reads LLAMA_API_KEY from it")
+            continue
+        line = f"dropped EnvironmentFile={w.text}: the spec has no key for it"
+        out.warn(w, line)
+        out.notes.append(f"{line} (line {w.line})")
 
 
 def _role_neutral(out: _Out, runtime: CommentedMap, split: bool) -> None:
