@@ -403,3 +403,31 @@ def test_a_date_written_as_version_is_compared_by_asking_for_the_number(tmp_path
         f"'{IK_VERSION}'); a date and a build number cannot be compared here: write "
         'version: "3772"'
     )
+
+
+def test_a_spec_refused_for_want_of_a_version_still_learns_the_build(
+    podman: FakePodman, tmp_path: Path
+) -> None:
+    """Builds that spell -fa differently refuse an unversioned ik spec with GPUs; doctor
+    can still say which build the image runs and what to write."""
+    from layoutgen.live import doctor
+    from tests.test_doctor_cli import SPEC as GPU_SPEC
+
+    podman.images = {IK: inspect_record(IK, ["/app/llama-server"], UBUNTU_LABELS)}
+    podman.run_stderr = f"{IK_VERSION}\n"
+    podman.write()
+    path = tmp_path / "lab.yaml"
+    path.write_text(
+        GPU_SPEC.replace('"registry.home.arpa/ik_llama.cpp:4327", version: "4327"', f'"{IK}"')
+    )
+    (result,) = validate_files([(path, "lab.yaml")])
+    assert result.validated is None
+    assert "no 'version:', and builds read services.worker's flags differently" in str(
+        result.diagnostics
+    )
+    (note,) = doctor.builds_of_refused(path, "lab.yaml")
+    assert note.gcc() == (
+        f"lab.yaml:12:3: warning: runtimes.ik: no version:; the image {IK} runs build 3772 "
+        f"('llama-server --version' in the image printed '{IK_VERSION}'): write "
+        'version: "3772"'
+    )

@@ -38,6 +38,7 @@ What doctor can and cannot tell:
 
 from __future__ import annotations
 
+import json
 import stat
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -296,4 +297,56 @@ def parse_show(text: str, units: Sequence[str]) -> dict[str, str]:
         props = dict(line.partition("=")[::2] for line in block.splitlines())
         if props.get("LoadState") == "loaded" and props.get("ActiveState"):
             out[unit] = props["ActiveState"]
+    return out
+
+
+def builds_of_refused(
+    path: Path,
+    name: str,
+    read_build: Callable[
+        [str, str | None, str | None], hostbuilds.HostBuild
+    ] = hostbuilds.runtime_build,
+) -> list[Diagnostic]:
+    """For a spec validate refused: the build each runtime without ``version:`` runs
+    here, located at the runtime, so doctor still says what to write (the usual
+    refusal of an unversioned spec is builds that spell a flag differently).
+
+    Only runtimes whose kind, image or binary are what the schema accepts are asked:
+    nothing the schema would refuse is run."""
+    from layoutgen.errors import LayoutgenError, Problem, Severity
+    from layoutgen.spec import literals, source
+
+    try:
+        doc = source.load(path, name)
+    except (LayoutgenError, OSError):
+        return []
+    data = doc.plain()
+    runtimes = data.get("runtimes") if isinstance(data, dict) else None
+    out: list[Diagnostic] = []
+    for rid, rt in sorted(runtimes.items() if isinstance(runtimes, dict) else []):
+        if not isinstance(rt, dict) or rt.get("version") is not None:
+            continue
+        kind, image, binary = rt.get("kind"), rt.get("image"), rt.get("binary")
+        if kind not in hostbuilds.KINDS or isinstance(image, str) == isinstance(binary, str):
+            continue
+        try:
+            if isinstance(image, str):
+                literals.image(image)
+            else:
+                literals.host_path(str(binary))
+        except ValueError:
+            continue
+        host = read_build(
+            kind,
+            image if isinstance(image, str) else None,
+            binary if isinstance(binary, str) else None,
+        )
+        if host.version is None:
+            continue
+        message = (
+            f"runtimes.{rid}: no version:; the {host.what} runs build {host.version} "
+            f"({host.how}): write version: {json.dumps(host.version)}"
+        )
+        problem = Problem(("runtimes", rid), message, Severity.WARNING, at_key=True)
+        out.append(doc.diagnostic(problem))
     return out
