@@ -84,8 +84,9 @@ def load(path: Path) -> dict[str, Any]:
     return YAML(typ="safe").load(path.read_text())
 
 
-def records() -> list[Path]:
-    return sorted(RECORDS.glob("*.yaml"))
+def records(folder: Path = RECORDS) -> list[Path]:
+    """The record files of FOLDER (the held-out logs: tests/truth/holdout)."""
+    return sorted(folder.glob("*.yaml"))
 
 
 def _bytes(text: str) -> int:
@@ -526,10 +527,10 @@ def evaluate(path: Path, tmp: Path, *, versions: bool = True) -> Outcome:
     return Outcome(**head, reason=None, rows=tuple(rows), notes=notes, host=host)
 
 
-def evaluate_all(*, versions: bool = True) -> list[Outcome]:
-    """Every record planned; VERSIONS=False: each with its build removed."""
+def evaluate_all(*, versions: bool = True, folder: Path = RECORDS) -> list[Outcome]:
+    """Every record of FOLDER planned; VERSIONS=False: each with its build removed."""
     with tempfile.TemporaryDirectory() as tmp:
-        return [evaluate(p, Path(tmp), versions=versions) for p in records()]
+        return [evaluate(p, Path(tmp), versions=versions) for p in records(folder)]
 
 
 # ---- summary ---------------------------------------------------------------------
@@ -617,6 +618,11 @@ def rewrite_readme(text: str, table: str) -> str:
 
 
 def main(argv: list[str]) -> int:
+    if "--holdout" in argv:  # the held-out logs' figures (tests/truth/holdout_report.py)
+        from tests.truth.holdout_report import report
+
+        sys.stdout.write(report())
+        return 0
     outcomes = evaluate_all()
     table = markdown(outcomes)
     if "--readme" in argv:

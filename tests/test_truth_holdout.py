@@ -1,0 +1,137 @@
+"""The held-out truth table: public start-up logs that were not read while the rules were
+written (tests/truth/holdout: other threads, other builds), planned as
+tests/truth/records are, with each log's build and without it (planned for every
+build).  Their figures are the ones that predict what users will see
+(``python -m tests.truth.table --holdout`` prints them).
+
+Only what safety needs is asserted: no GPU's total (logged weights + planned KV and
+compute) more than 1 % under its log, no compute buffer more than 15 % under its log.
+The logs where that fails today are listed below, strict both ways, each with its
+figure and what is known of its cause; no rule was tuned to them.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from layoutgen.calibrate.startlog import read_log
+from tests.truth import table
+from tests.truth.holdout_report import HOLDOUT, under
+
+HELD_OUT = table.records(HOLDOUT)
+REQUIRED = ("id", "source", "runtime", "model", "settings", "logged")
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["with-build", "every-build"])
+def planned(request: pytest.FixtureRequest) -> tuple[bool, list[table.Outcome]]:
+    return request.param, table.evaluate_all(versions=request.param, folder=HOLDOUT)
+
+
+@pytest.mark.parametrize("path", HELD_OUT, ids=[p.stem for p in HELD_OUT])
+def test_a_held_out_record_is_one_sourced_run(path: Path) -> None:
+    record = table.load(path)
+    assert all(record.get(k) for k in REQUIRED), [k for k in REQUIRED if not record.get(k)]
+    assert record["id"] == path.stem
+    assert re.match(r"https://github\.com/[\w.-]+/[\w.-]+/", record["source"])
+    assert record["runtime"] in ("llama.cpp", "ik_llama.cpp")
+    logged = read_log(record["logged"].replace(",", "."), path.name)  # one start-up
+    assert any("kv" in f or "compute" in f for f in logged.values())
+
+
+def test_the_held_out_logs_come_from_threads_the_records_do_not() -> None:
+    records = [table.load(p) for p in table.records()]
+    held = [table.load(p) for p in HELD_OUT]
+    assert len(held) >= 15
+    assert {r["id"] for r in held}.isdisjoint(r["id"] for r in records)
+    assert {r["source"] for r in held}.isdisjoint(r["source"] for r in records)
+    assert {r["runtime"] for r in held} == {"llama.cpp", "ik_llama.cpp"}
+    gpus = {len(r.get("gpus") or []) for r in held}
+    assert 0 in gpus and max(gpus) >= 4
+
+
+#: GPU totals more than 1 % under their log, (record, buffer) -> error, by whether the
+#: plan had the log's build.  Strict both ways: a new one fails, so does one fixed.
+TOTALS_UNDER = {
+    True: {
+        # ik PR #259's branch (3596), -mla 2 -fa -amb 2048 at 32k: the compute below
+        ("ik-deepseek2-pr259-ubergarm-a6000-mla2-amb2048", "CUDA0"): -0.187,
+        # 4 GPUs, -ot puts blk 30-45's experts (their layers on CUDA1) on CUDA2, -amb 64 at
+        # ub 4096: CUDA2's compute 836 MiB logged, 14 % more than planned (KV exact); the
+        # log holds no weights, so this total is KV + compute
+        ("ik-qwen3moe-d491-ph0rk0z-4gpu-ot-amb64", "CUDA2"): -0.070,
+    },
+    False: {
+        ("ik-deepseek2-pr259-ubergarm-a6000-mla2-amb2048", "CUDA0"): -0.187,
+        ("ik-qwen3moe-d491-ph0rk0z-4gpu-ot-amb64", "CUDA2"): -0.070,
+    },
+}
+
+#: compute buffers more than 15 % under their log, as TOTALS_UNDER
+COMPUTE_UNDER = {
+    True: {
+        # -mla 2 -fa on CUDA before PR #260 (3601): the buffer grows with the context and
+        # -amb does not bound it (8,470 MiB at 32k here, 19,857 at 64k earlier in the same
+        # post); no epoch of the dated rules plans it (the same without the build)
+        ("ik-deepseek2-pr259-ubergarm-a6000-mla2-amb2048", "CUDA0"): -0.430,
+        # pinned host compute of ik -mla 3 with the experts on CPU (ub 512): the log of
+        # build 3712 already holds the 176 MiB that the rules date from a later build
+        # (planned for every build it is +26 %)
+        ("ik-deepseek2-i455-luzamm-3080-rtr-mla3", "CUDA_Host"): -0.557,
+    },
+    False: {
+        ("ik-deepseek2-pr259-ubergarm-a6000-mla2-amb2048", "CUDA0"): -0.430,
+    },
+}
+
+#: held-out logs the table cannot plan, with the start of the reason
+LEFT_OUT = {
+    # -ngl 27 without -ot on a MoE: tests/truth/table.py writes `experts: explicit` for the
+    # offloaded layers where `experts: gpu` (experts follow their layers) says what ran;
+    # a gap of the table's spec writer, not of the rules
+    "ik-deepseek2-i305-panchovix-4gpu-ngl27-ts": "refused by layoutgen: services.s.gpu_layers:",
+    # an RTX 5090 and two RTX 3090 without -ts: the split follows free memory at start
+    "ik-deepseek2-i596-thireus-5090-2x3090-ot-ub4096": "GPUs differ and no -ts",
+}
+
+
+def _figures(found: list[tuple[str, str, float]]) -> dict[tuple[str, str], float]:
+    return {(rid, buf): round(e, 3) for rid, buf, e in found}
+
+
+def test_no_gpu_total_is_under_its_log_but_the_known_ones(
+    planned: tuple[bool, list[table.Outcome]],
+) -> None:
+    versions, outcomes = planned
+    totals = [r for _, r in table.rows_of(outcomes) if r.field == "total"]
+    assert len(totals) >= 12
+    assert _figures(under(outcomes, "total", 0.01)) == TOTALS_UNDER[versions]
+
+
+def test_no_compute_buffer_is_far_under_its_log_but_the_known_ones(
+    planned: tuple[bool, list[table.Outcome]],
+) -> None:
+    versions, outcomes = planned
+    compute = [r for _, r in table.rows_of(outcomes) if r.field == "compute"]
+    assert len(compute) >= 25
+    assert _figures(under(outcomes, "compute", 0.15)) == COMPUTE_UNDER[versions]
+
+
+def test_the_logs_left_out_are_the_known_ones(
+    planned: tuple[bool, list[table.Outcome]],
+) -> None:
+    _, outcomes = planned
+    left = {o.id: o.reason for o in outcomes if o.reason is not None}
+    assert set(left) == set(LEFT_OUT)
+    for rid, start in LEFT_OUT.items():
+        assert str(left[rid]).startswith(start), (rid, left[rid])
+
+
+def test_the_report_prints_both_ways(capsys: pytest.CaptureFixture[str]) -> None:
+    assert table.main(["--holdout"]) == 0
+    out = capsys.readouterr().out
+    assert f"With each log's build (version:): {len(HELD_OUT)} held-out logs" in out
+    assert f"Without builds (planned for every build): {len(HELD_OUT)} held-out logs" in out
+    assert "- compute within ±15 %:" in out and "- KV within ±1 %:" in out
