@@ -91,11 +91,12 @@ def added(
     if not any(a in ("-fa", "--flash-attn", "-no-fa", "--no-flash-attn") for a in args):
         on = bool(ids)
         flags = rt.flash_attn_flags(on)
-        shown = " ".join(flags) if flags else "nothing (on is this build's default)"
         state = "on" if on else "off"
-        out.append(
-            f"adds {shown}: flash attention {state} pinned; the command left it to the "
-            f"build's default (off on ik_llama.cpp before 3928, auto on recent llama.cpp): "
-            "put '-fa', 'off' (or 'on') in args if yours ran otherwise"
-        )
+        if flags:  # none: this build's default is what the plan assumes
+            out.append(
+                f"adds {' '.join(flags)}: flash attention {state} pinned; the command left it "
+                "to the build's default (off on ik_llama.cpp before 3928, auto on recent "
+                "llama.cpp): "
+                "put '-fa', 'off' (or 'on') in args if yours ran otherwise"
+            )
     return out
