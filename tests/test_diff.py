@@ -98,8 +98,13 @@ def test_json_form_and_no_change(repo: Path) -> None:
 def test_a_profile_change_alone_shows_its_consequences(repo: Path) -> None:
     profile = repo / "layouts" / "models" / "qwen3-coder-next-q4_0.yaml"
     text = profile.read_text()
-    # Twice the context the model was trained for changes nothing; a bigger KV head does.
+    # Twice the context the model was trained for changes nothing; more KV heads do
+    # (with their K and V projections twice as wide: a profile must be consistent)
     changed = text.replace("n_head_kv: 2", "n_head_kv: 4", 1)
+    for proj in ("attn_k", "attn_v"):
+        old = f'.{proj}.weight", type: "q4_0", shape: [2048, 512], bytes: 589824}}'
+        assert old in changed
+        changed = changed.replace(old, old.replace("512]", "1024]").replace("589824", "1179648"))
     assert changed != text
     profile.write_text(changed)
     _git(repo, "commit", "-qam", "profile")
