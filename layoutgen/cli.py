@@ -684,7 +684,8 @@ def doctor(
     allow_outside: AllowOutside = False,
 ) -> None:
     """Compare a spec and its plan with this host: GPUs (NVML), foreign VRAM users, running
-    services' VRAM, RAM and memlock, ports, model files, installed units, podman.
+    services' VRAM, RAM and memlock, ports, model files, installed units, podman, and the
+    build each runtime's image or binary reports against its 'version:'.
     Exit 0 healthy, 1 findings (or an invalid spec), 2 usage."""
     _allow_outside(allow_outside)
     from layoutgen.errors import LayoutgenError
@@ -695,7 +696,9 @@ def doctor(
 
     (result,) = validate_files([(spec, str(spec))])
     if result.validated is None:
-        for diag in result.diagnostics:
+        # a spec refused for naming no build still learns which build this host runs
+        found = live_doctor.builds_of_refused(spec, str(spec))
+        for diag in [*result.diagnostics, *found]:
             print(diag.github() if fmt is DoctorFormat.github else diag.gcc(), file=sys.stderr)
         raise typer.Exit(1)
     try:

@@ -431,3 +431,24 @@ def test_a_spec_refused_for_want_of_a_version_still_learns_the_build(
         f"('llama-server --version' in the image printed '{IK_VERSION}'): write "
         'version: "3772"'
     )
+
+
+def test_doctor_on_a_spec_refused_for_want_of_a_version_prints_the_build(
+    podman: FakePodman, tmp_path: Path
+) -> None:
+    """`layoutgen doctor` itself: the refusal, then the build the host runs (exit 1)."""
+    from tests.test_doctor_cli import SPEC as GPU_SPEC
+
+    from conftest import run_cli
+
+    podman.images = {IK: inspect_record(IK, ["/app/llama-server"], UBUNTU_LABELS)}
+    podman.run_stderr = f"{IK_VERSION}\n"
+    podman.write()
+    path = tmp_path / "lab.yaml"
+    path.write_text(
+        GPU_SPEC.replace('"registry.home.arpa/ik_llama.cpp:4327", version: "4327"', f'"{IK}"')
+    )
+    result = run_cli(["doctor", str(path)])
+    assert result.code == 1
+    assert "no 'version:', and builds read services.worker's flags differently" in result.stderr
+    assert "runs build 3772" in result.stderr and 'write version: "3772"' in result.stderr
