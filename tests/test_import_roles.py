@@ -94,3 +94,13 @@ def test_what_render_adds_is_listed_with_its_reason() -> None:
     )
     assert "#   adds -b 2048: llama.cpp's default batch, written out (no change)" in yaml
     assert "#   adds -fa on: flash attention on pinned; the command left it to" in yaml
+
+
+def test_slots_are_the_runtime_default_of_the_build() -> None:
+    """No -np: ik_llama.cpp starts 1 slot; llama.cpp from the builds read '-np auto', 4."""
+    doc, _, yaml = _doc("podman run -v /m:/m ghcr.io/ggml-org/llama.cpp:server-b9500 -m /m/a.gguf")
+    (svc,) = doc["services"].values()
+    assert svc["parallel"] == 4
+    assert "#   adds -np 4: llama-server's '-np auto' (4 slots) in build 9500" in yaml
+    doc, _, _ = _doc("podman run -v /m:/m reg/ik_llama.cpp:4357 -m /m/a.gguf -mla 3")
+    assert next(iter(doc["services"].values()))["parallel"] == 1

@@ -40,6 +40,28 @@ def dropped(written: str) -> str:
     return f"dropped {written}: {why}"
 
 
+#: the oldest llama.cpp build whose -np default (auto: 4 slots) layoutgen read
+#: (layoutgen.spec.flags.PARALLEL_AUTO, builds 9093-11434)
+_AUTO_FROM = 9093
+
+
+def default_slots(kind: str, version: str | None) -> tuple[int, str]:
+    """The slots a server without ``-np`` starts, and why: ik_llama.cpp 1; llama.cpp
+    ``-np auto`` (4 slots) from the builds read, 1 where the build is unknown or older
+    (said, with what to write)."""
+    from layoutgen.spec.flags import IK_PARALLEL_DEFAULT, PARALLEL_AUTO
+
+    if kind == "ik_llama.cpp":
+        return IK_PARALLEL_DEFAULT, "ik_llama.cpp's default, written out (no change)"
+    auto = kind == "llama.cpp" and version is not None and version.isdigit()
+    if auto and int(str(version)) >= _AUTO_FROM:
+        return PARALLEL_AUTO, f"llama-server's '-np auto' (4 slots) in build {version}"
+    return 1, (
+        "one slot, llama-server's default before '-np auto' (4 slots); write parallel: 4 "
+        "if your build started 4"
+    )
+
+
 def added(
     kind: str,
     version: str | None,
@@ -66,10 +88,8 @@ def added(
         ("cache_type_v", "-ctv f16", "the runtime's default V cache type"),
     )
     if "parallel" not in last:
-        out.append(
-            "adds -np 1: one slot, llama-server's default before '-np auto' started 4; "
-            "write parallel: 4 if your build did"
-        )
+        n, why = default_slots(kind, version)
+        out.append(f"adds -np {n}: {why}")
     for key, flag, why in defaults:
         if key not in last:
             out.append(f"adds {flag}: {why}, written out (no change)")

@@ -1050,12 +1050,8 @@ def _role_neutral(out: _Out, runtime: CommentedMap, split: bool) -> None:
     """Set the keys whose role default would change what runs: the guessed role
     never adds a flag the command did not have (``--reasoning-budget 0``, ``-np 2``)."""
     if "parallel" not in out.svc:
-        out.put(
-            "parallel",
-            1,
-            "no -np: one slot, llama-server's default before '-np auto' (4 slots); "
-            "write what your build started",
-        )
+        n, why = changes.default_slots(str(runtime["kind"]), runtime.get("version"))
+        out.put("parallel", n, f"no -np: {why}")
     if "reasoning" not in out.svc and split:
         from layoutgen import runtimes
 
