@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from layoutgen.models.profile import HParams
 from layoutgen.models.tensors import Tensor
@@ -346,3 +349,40 @@ def test_ik_fused_moe_offload_copies_up_and_gate_together(tmp_path: Path) -> Non
     # + the activations), more than one tensor at a time
     assert cuda0("-fmoe") == cuda0("-muge, -fmoe")
     assert cuda0("-fmoe") > cuda0("-no-fmoe")
+
+
+def test_ik_pipeline_copies_keep_every_offloaded_host_expert(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With pipeline copies (n_copies > 1, ik before build 3941 with overrides) the
+    scheduler makes every split input a leaf and an output of each copy
+    (ggml-backend ggml_backend_sched_split_graph), so none is freed: the first GPU
+    holds every host expert tensor it multiplies, four times, and what the MoE ops of
+    the other GPUs' layers read from there.  ik discussion 816's GLM-4.5 on five GPUs
+    (experts in host RAM, -ub 4096, n_copies=4) failed allocating 965,110.94 MiB on
+    CUDA0; with one copy the same layout holds one expert tensor at a time."""
+    from tests.truth import table
+
+    path = table.RECORDS / "ik-glm4moe-d816-reddragongecko-5gpu-oom-ncopies4.yaml"
+    record = table.load(path)
+    assert "allocating 965110.94 MiB on device 0: cudaMalloc failed" in record["logged"]
+    logged = 965110.94 * 2**20
+    planned: dict[int, int] = {}
+    solve = table._solve
+
+    def keep(spec: dict[str, Any], tmp: Path, name: str) -> Any:
+        result = solve(spec, tmp, name)
+        if not name.endswith(".pass1"):
+            copies = spec["runtimes"]["r"]["sched_copies"]
+            planned[copies] = result.plan.services[0].buffers["CUDA0"].compute
+        return result
+
+    monkeypatch.setattr(table, "_solve", keep)
+    assert table.evaluate(path, tmp_path).reason is None  # roomy GPUs: planned
+    one = dict(record, logged=record["logged"].replace("(n_copies=4)", "(n_copies=1)"))
+    monkeypatch.setattr(table, "load", lambda _p: one)
+    (tmp_path / "one").mkdir()
+    table.evaluate(path, tmp_path / "one")
+    assert logged * 0.99 <= planned[4] <= logged * 1.01
+    # one copy: the fused up+gate of one layer and the activations, not 900 GiB
+    assert planned[1] < 8 * 2**30

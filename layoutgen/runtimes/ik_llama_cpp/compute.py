@@ -32,10 +32,18 @@ The first GPU also receives host experts for big batches (rule
 ``offload-by-expert-share``): the largest host expert tensor and the
 experts' activations (seed 001); with ``-fmoe`` (or ``-muge``) up and gate
 together, the two inputs of the one ``ggml_moe_up_gate`` op the scheduler
-copies in at once.  The host side (``CUDA_Host`` beside GPUs)
-holds the mask(s), the token embeddings' rows, and the routed experts'
-activations of layers whose experts stay in host RAM and run there.  A
-CPU-only run holds all of it in ``CPU``.
+copies in at once.  Read from ggml-backend.cpp's scheduler: a node whose
+weight lives on another backend starts a new split ("the memory of the
+previously offloaded weights can be reused"), so one op's weights are staged
+at a time; each is allocated whole (``ggml_dup_tensor_layout``) even where
+``-ooae`` copies only the experts the batch's ids use; ubatch decides only
+whether the op is offloaded at all (``ggml_backend_cuda_offload_op``).  With
+pipeline copies (``n_copies`` > 1) no split input is ever freed: every host
+expert tensor, once per copy (ik discussion 816: 965,110.94 MiB on CUDA0).
+The host side (``CUDA_Host`` beside GPUs) holds the mask(s), the token
+embeddings' rows, and the routed experts' activations of layers whose
+experts stay in host RAM and run there.  A CPU-only run holds all of it in
+``CPU``.
 
 Before build 3907 the f32 mask is cast to f16 by one node, on the first
 layer's device: only that device holds the f32 copy, every other GPU is sent
@@ -91,6 +99,13 @@ def _expert_layers(s: Setting) -> list[int]:
     from layoutgen.solve.footprint import expert_bytes
 
     return list(expert_bytes(s.profile, s.rt))
+
+
+def _host_expert_bytes(s: Setting, experts: Mapping[int, str]) -> int:
+    """Bytes of every routed-expert tensor left in host memory."""
+    from layoutgen.solve.footprint import expert_bytes
+
+    return sum(b for il, b in expert_bytes(s.profile, s.rt).items() if il not in experts)
 
 
 def _experts_on_host(s: Setting, experts: Mapping[int, str]) -> bool:
@@ -266,6 +281,19 @@ def estimate(
             by_share=ub * (hp.n_expert_used or 0) < 32 * (hp.n_expert or 0)
             and rt.follows("offload-by-expert-share"),
         )
+        if copies > 1:
+            # pipeline copies: ggml_backend_sched_split_graph makes every split input a
+            # leaf and an output of each copy, so no copy is ever freed: every host
+            # expert tensor the first GPU multiplies stays in its buffer, once per copy
+            # (ik discussion 816, GLM-4.5 with 235,294 MiB of host experts, n_copies=4:
+            # "allocating 965110.94 MiB on device 0: cudaMalloc failed")
+            copy = copies * _host_expert_bytes(s, experts)
+            # and so does what the MoE ops of layers on other GPUs read from there: the
+            # normed input (n_embd x ubatch f32) and the chosen experts' ids (i32)
+            away = [
+                il for il in _expert_layers(s) if il not in experts and layers.get(il) != buffer
+            ]
+            copy += copies * len(away) * (e + (hp.n_expert_used or 0)) * ub * F32
         # seed 001 (GLM-5.1, -ub 8192, -muge): 5418.03 MiB logged = the fused up+gate
         # copy (2450) + the activations (2944) + 24: the copy phase holds no more
         layer = max(layer, copy + expert_activations(s.profile, ub))
