@@ -23,6 +23,7 @@ from layoutgen.render.argv import flash_attn
 from layoutgen.runtimes.base import Runtime, flag_value
 from layoutgen.runtimes.llama_cpp.compute import mla_q_head
 from layoutgen.solve.kvcache import KVSettings, device_bytes, layer_caches, n_ctx
+from layoutgen.solve.overhead import per_gpu
 from layoutgen.solve.override import Rule, apply
 from layoutgen.solve.placement import HOST, expert_layer, loaded, place_weights, tensor_slots
 from layoutgen.solve.plan import Basis, Part
@@ -47,7 +48,9 @@ class Setting:
     kv: KVSettings
     mmap: bool
     measured: Mapping[str, Mapping[str, int]]  # buffer -> {"compute": bytes, ...}
-    overhead: int  # per GPU
+    #: bytes per GPU buffer the process takes beyond its buffers (CUDA context, ...):
+    #: host.gpu_overhead, or its default by GPU class (solve.overhead)
+    overhead: Mapping[str, int]
     #: an MLA model's qk_nope + rope (compute.mla_q_head), read from its tensors once
     mla_q_head: int = 0
     #: the passthrough args, for flags only one runtime reads (its module parses them)
@@ -142,7 +145,9 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         kv=kv,
         mmap=_mmap(args, rs.mlock),
         measured=measured,
-        overhead=spec.host.gpu_overhead,
+        overhead={
+            buffer_of[g.id]: per_gpu(spec.host, g) for g in spec.host.gpus if g.id in buffer_of
+        },
         args=tuple(args),
         isa=spec.host.cpu.isa,
         gpu_layers=rs.service.gpu_layers,
@@ -186,7 +191,7 @@ def draft_setting(spec: Spec, rs: ResolvedService, target: Setting, profile: Pro
         cuda=target.cuda & frozenset(devices),
         kv=kv,
         measured={},
-        overhead=0,
+        overhead={},
         gpu_layers=None,
         mla_q_head=mla_q_head(profile.hparams, profile.tensors()),
         user_rules=(),
@@ -456,7 +461,7 @@ def buffers(
             created=created.get(name, 0),
             kv=s.measured.get(name, {}).get("kv", kv.get(name, 0)),
             compute=compute,
-            overhead=s.overhead if name in devices else 0,
+            overhead=s.overhead.get(name, 0) if name in devices else 0,
             basis=basis_map,
         )
     return out

@@ -612,7 +612,8 @@ def _fit(
             problems.append(
                 Problem(
                     ("services", culprit),
-                    _shortfall(culprit, dev, bufs, need, cap, res, parts, alone=own),
+                    _shortfall(culprit, dev, bufs, need, cap, res, parts, alone=own)
+                    + _margins(dev, res, parts),
                 )
             )
     # threads of the services that run at once (conflicting ones never do)
@@ -698,6 +699,20 @@ def _shortfall(
         f"same time as {named}, make them alternatives: 'conflicts: [{', '.join(tenants)}]' "
         f"on {service}, and 'default: true' on the one that starts at boot (the {rest} "
         f"by 'systemctl start NAME'); else give one {on}, or make one smaller"
+    )
+
+
+def _margins(dev: str, res: int, parts: list[tuple[str, str, str, int]]) -> str:
+    """The refusal's last clause: the margins inside its figures, so a user can judge
+    them (issue 30: a refused layout the user knows runs must say what it assumed)."""
+    if dev == "host":
+        return f"; margins in these figures: ram_reserve {_mib(res)} kept free"
+    per = {s: v for s, _b, k, v in parts if k == "overhead"}
+    each = ", ".join(f"{s} {_mib(v)}" for s, v in sorted(per.items())) or "none"
+    return (
+        f"; margins in these figures: reserve {_mib(res)} kept free, per-process overhead "
+        f"(CUDA context: host.gpu_overhead, else the GPU class's default) {each}, compute "
+        "estimated high (measured: replaces it)"
     )
 
 

@@ -362,7 +362,10 @@ class Host(Strict):
     gpu_overhead: Size = Field(
         default=1024**3,
         description="GPU memory each server process takes beyond its logged buffers (CUDA "
-        "context, cuBLAS workspace); seed 001 measured 1.2-2.2 GiB per GPU. Default 1GiB",
+        "context, cuBLAS workspace, ggml-cuda's pool), per GPU. Not written: by the GPU's "
+        "class from its name (layoutgen.solve.overhead, sourced): 512MiB up to Ada (GeForce "
+        "10-40, RTX A/Ada, T4, L4/L40), 768MiB for A100/H100/H200, 1GiB for Blackwell and "
+        "for a GPU not named; vLLM services take this field's value, 1GiB unless written",
     )
     podman: Annotated[str | None, BeforeValidator(_version)] = Field(
         default=None,
