@@ -121,3 +121,22 @@ def test_non_qwen3next_recurrent_layers_on_ik_are_a_located_error(tmp_path: Path
             "services.worker0.runtime: model 'coder' has recurrent layers that are not "
             "qwen3next-style"
         ) in out
+
+
+def test_the_advice_spells_flash_attention_as_the_build_does(tmp_path: Path) -> None:
+    """Issue 30: ik_llama.cpp before build 3928 turns flash attention on with a bare -fa
+    ('-fa on' is an unknown argument there); the error says what that build takes."""
+    cpu = VALID.replace("    gpus: [gpu0]\n", "    gpus: []\n    experts: host\n").replace(
+        "    cache_type_k: q8_0\n", "    cache_type_k: q8_0\n    cache_type_v: q8_0\n"
+    )
+    old = cpu.replace('version: "4840"', 'version: "3900"')
+    assert old != cpu
+    result = run_cli(["validate", str(write(tmp_path, old, "old.yaml"))])
+    assert result.code == 1
+    assert (
+        "ik_llama.cpp refuses a q8_0 V cache without flash attention, and it runs on the "
+        "CPU alone, where layoutgen renders -fa off; write cache_type_v: f16, or add '-fa' "
+        "to args"
+    ) in result.stdout, result.stdout
+    result = run_cli(["validate", str(write(tmp_path, cpu, "new.yaml"))])
+    assert "or add '-fa', 'on' to args" in result.stdout, result.stdout

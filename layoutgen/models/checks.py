@@ -158,11 +158,19 @@ def _cache_types(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterator
             if told
             else "it runs on the CPU alone, where layoutgen renders -fa off"
         )
+        # the flags that turn it on as this build spells them (ik before 3928: a bare
+        # -fa; from 3928 to 3984 it is on unless -no-fa says otherwise)
+        on = rt.flash_attn_flags(True)
+        spelled = ", ".join(f"'{w}'" for w in on)
+        fix = (
+            (f"{spelled} in args" if told else f"add {spelled} to args")
+            if on
+            else "remove what turns it off from args"
+        )
         yield Problem(
             where,
             f"services.{name}.cache_type_v: {runtime} refuses a {v} V cache without flash "
-            f"attention, and {why}; write cache_type_v: f16, or "
-            + ("'-fa', 'on' in args" if told else "add '-fa', 'on' to args"),
+            f"attention, and {why}; write cache_type_v: f16, or {fix}",
         )
 
 
