@@ -41,8 +41,20 @@ def figures(outcomes: list[table.Outcome], label: str) -> list[str]:
         f"{s.totals[0]} of {s.totals[1]}; under their log by more than 1 %: "
         f"{len(under(outcomes, 'total', 0.01))}",
     ]
-    for rid, buf, e in under(outcomes, "compute", 0.15) + under(outcomes, "total", 0.01):
-        lines.append(f"  - under: {rid} {buf} {table._pct(e)}")
+    short = under(outcomes, "total", 0.01)
+    lines.append(
+        f"- logs with a GPU planned more than 1 % short: {len({rid for rid, _, _ in short})} "
+        f"of {s.expressible}"
+    )
+    for what, found in (
+        ("compute < -15 %", under(outcomes, "compute", 0.15)),
+        ("GPU total < -1 %", short),
+    ):
+        by_record: dict[str, list[str]] = {}
+        for rid, buf, e in found:
+            by_record.setdefault(rid, []).append(f"{buf} {table._pct(e)}")
+        for rid, bufs in by_record.items():
+            lines.append(f"  - {what}: {rid}: {', '.join(bufs)}")
     for o in left_out:
         lines.append(f"  - left out: {o.id}: {o.reason}")
     return lines
