@@ -57,6 +57,7 @@ with -amb 512 on a 2025-09 build (issue 756) to 1 %.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -66,7 +67,8 @@ from layoutgen.solve.kvcache import cells
 from layoutgen.solve.placement import has_lm_head
 
 if TYPE_CHECKING:
-    from layoutgen.models.profile import HParams
+    from layoutgen.models.profile import HParams, Profile
+    from layoutgen.runtimes.base import Runtime
     from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp
     from layoutgen.solve.footprint import Setting
     from layoutgen.solve.plan import Basis
@@ -110,6 +112,31 @@ def _host_expert_bytes(s: Setting, experts: Mapping[int, str]) -> int:
 
 def _experts_on_host(s: Setting, experts: Mapping[int, str]) -> bool:
     return any(il not in experts for il in _expert_layers(s))
+
+
+def _cuda_multiplies_host_experts(s: Setting, experts: Mapping[int, str]) -> bool:
+    """Whether any host expert tensor is of a type some build's CUDA backend multiplies.
+
+    The scheduler offloads an op only where ``ggml_backend_supports_op`` agrees; the
+    CPU-repacked types (``q2_k_r4``, ``q8_0_r8``, ...) have no CUDA matmul in any build
+    (cuda_types), so their MoE ops stay on the CPU, nothing is copied to the first GPU
+    and CUDA_Host holds the experts' activations.  A type whose kernel came in some
+    build counts as multiplied whatever the version: an unknown build may have it."""
+    return any(il not in experts for il in _cuda_expert_layers(s.profile, s.rt))
+
+
+@functools.lru_cache(maxsize=64)
+def _cuda_expert_layers(profile: Profile, rt: Runtime) -> frozenset[int]:
+    """The expert layers holding a routed-expert tensor of a type CUDA multiplies."""
+    from layoutgen.runtimes.ik_llama_cpp.cuda_types import CUDA_MATMUL
+    from layoutgen.solve.placement import expert_layer, loaded
+
+    out = set()
+    for t in loaded(profile, rt):
+        layer = expert_layer(t.name)
+        if layer is not None and t.type.lower() in CUDA_MATMUL:
+            out.add(layer)
+    return frozenset(out)
 
 
 def _offloaded(rt: IkLlamaCpp, hp: HParams, ub: int) -> bool:
@@ -222,7 +249,10 @@ def estimate(
     cast = masks(s) * n_kv * ub * F16 if kv.flash_attn and not f16_mask else 0
     fused = rt.fused_moe(s.args)
     on_host = _experts_on_host(s, experts)
-    host_runs_experts = on_host and not (s.devices and _offloaded(rt, hp, ub))
+    offloaded = (
+        bool(s.devices) and _offloaded(rt, hp, ub) and _cuda_multiplies_host_experts(s, experts)
+    )
+    host_runs_experts = on_host and not offloaded
     copies = _copies(rt, s, layers, experts)
     # a partial -ngl: layers (or the output) left on the CPU beside GPUs
     partial = bool(s.devices) and (len(layers) < (hp.n_layer or 0) or output is None)
@@ -269,7 +299,7 @@ def estimate(
         # largest, its output and the normed input beside it (a llama-2 at -ngl 0: its
         # q8_0 output 166.02 MiB + logits 62.5 + 2 x 10 = 248.52 MiB, 248.54 logged)
         layer = max(layer, dense_staged(s, layers, output) + held)
-    if buffer == first_gpu and on_host and _offloaded(rt, hp, ub):
+    if buffer == first_gpu and on_host and offloaded:
         copy = offload_copy(
             s.profile,
             ub,
