@@ -538,8 +538,6 @@ def calibrate(
     raise typer.Exit(0)
 
 
-
-
 @app.command("import")
 def import_(
     source: Annotated[
