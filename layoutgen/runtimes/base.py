@@ -123,6 +123,11 @@ class Runtime:
     def kind(self) -> str:
         return self.KIND
 
+    def loads_since(self, profile: Profile) -> int | None:
+        """The first build that loads PROFILE's architecture (None: not known, every
+        build layoutgen has rules for): builds before it are no epoch of a plan."""
+        return None
+
     @classmethod
     def dated_rules(cls) -> tuple[Rule, ...]:
         """Every rule a build of this runtime is asked about (RULES and any tables of

@@ -101,17 +101,35 @@ def unknown_builds(
     return tuple(out)
 
 
-def epochs(rt: Runtime, asked: set[Rule] = ASKED) -> list[Epoch]:
+def epochs(rt: Runtime, asked: set[Rule] = ASKED, floor: int | None = None) -> list[Epoch]:
     """The spans of builds that answer every rule asked so far alike, oldest first
-    (ASKED=FOR_MEMORY: alike in what they place and allocate)."""
+    (ASKED=FOR_MEMORY: alike in what they place and allocate), from FLOOR (the first
+    build that loads the models: older ones run none of this) when known."""
     own = set(rt.dated_rules())
-    flips = sorted({r.since_build for r in asked if r in own and r.since_build > 0})
+    low = floor or 0
+    flips = sorted({r.since_build for r in asked if r in own and r.since_build > low})
     if not flips:
-        return [Epoch(None, None)]
-    out = [Epoch(None, flips[0] - 1)]
+        return [Epoch(floor, None)]
+    out = [Epoch(floor, flips[0] - 1)]
     out += [Epoch(a, b - 1) for a, b in itertools.pairwise(flips)]
     out.append(Epoch(flips[-1], None))
     return out
+
+
+def floor_of(
+    spec: Spec, services: Sequence[ResolvedService], profiles: Mapping[str, Profile], rid: str
+) -> int | None:
+    """The first build of runtime RID that loads every model its services run (None:
+    not known for some model)."""
+    rt = spec.runtimes[rid].rules()
+    floors = [
+        rt.loads_since(profiles[rs.service.model])
+        for rs in services
+        if rs.service.runtime == rid and rs.service.model in profiles
+    ]
+    if not floors or any(f is None for f in floors):
+        return None
+    return max(f for f in floors if f is not None)
 
 
 def _at(spec: Spec, rid: str, build: int) -> Spec:
@@ -127,6 +145,8 @@ class Outcome:
     rid: str
     rt: Runtime
     plans: dict[Epoch, Plan]
+    #: the first build that loads the models (None: not known)
+    floor: int | None = None
 
 
 def _explore(
@@ -142,10 +162,11 @@ def _explore(
     """RID's plan in each epoch: one solve per span of builds that plan the same
     memory, and within it, where builds spell flags differently, the argvs alone."""
     rt = spec.runtimes[rid].rules()
+    floor = floor_of(spec, services, profiles, rid)
     solved: dict[int | None, Plan] = {None: newest}
     spelled: dict[tuple[Epoch, Epoch], Plan] = {}
     while True:
-        memory, every = epochs(rt, FOR_MEMORY), epochs(rt)
+        memory, every = epochs(rt, FOR_MEMORY, floor), epochs(rt, floor=floor)
         for m in memory:
             if m.build not in solved:
                 assert m.build is not None
@@ -167,10 +188,10 @@ def _explore(
                 assert e.build is not None
                 plan = argvs_at(_at(spec, rid, e.build), services, profiles, plan)
             spelled[e, m] = plan
-        if epochs(rt, FOR_MEMORY) == memory and epochs(rt) == every:
+        if epochs(rt, FOR_MEMORY, floor) == memory and epochs(rt, floor=floor) == every:
             break
     plans = [(e, spelled[e, next(m for m in memory if _within(e, m))]) for e in every]
-    return Outcome(rid, rt, _coarsest(plans))
+    return Outcome(rid, rt, _coarsest(plans), floor)
 
 
 def _coarsest(plans: Sequence[tuple[Epoch, Plan]]) -> dict[Epoch, Plan]:
@@ -430,8 +451,9 @@ def _notes(
         notes.append(
             Problem(
                 ("runtimes", out.rid),
-                f"runtimes.{out.rid}: no 'version:': planned for {span} "
-                f"({len(ordered)} epochs of its rules); {'; '.join(costs)}; 'version:' "
+                f"runtimes.{out.rid}: no 'version:': planned for {span}"
+                + (" (the first that loads its models)" if out.floor is not None else "")
+                + f", {len(ordered)} epochs of its rules; {'; '.join(costs)}; 'version:' "
                 "would free that for a newer build",
                 Severity.WARNING,
             )

@@ -335,6 +335,12 @@ class IkLlamaCpp(Runtime):
 
         return estimate(self, s, buffer, output, layers, experts)
 
+    def loads_since(self, profile: Profile) -> int | None:
+        from layoutgen.runtimes.ik_llama_cpp.arch_since import ARCH_SINCE
+
+        found = ARCH_SINCE.get(profile.arch)
+        return None if found is None else found[0]
+
     def gpu_matmul(self, qtype: str) -> bool | Rule | None:
         from layoutgen.runtimes.ik_llama_cpp.cuda_types import gpu_matmul
 
