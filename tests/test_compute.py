@@ -388,6 +388,35 @@ def test_ik_pipeline_copies_keep_every_offloaded_host_expert(
     assert planned[1] < 8 * 2**30
 
 
+def _glm_cpu_moe(tmp_path: Path, repacked: tuple[str, ...]) -> dict[str, int]:
+    """Compute per buffer of seed 001's GLM-5.1 with every expert on the host at -ub
+    1024 (still offloaded: 1024 x 8 >= 32 x 256), the REPACKED experts as q2_k_r4."""
+    import re
+
+    from layoutgen.spec.validate import validate_file
+
+    layouts = Path(__file__).resolve().parents[1] / "layouts"
+    profile = (layouts / "models" / "glm-5.1-iq3_ks.yaml").read_text()
+    for part in repacked:
+        profile = re.sub(
+            rf'(blk\.\{{3\.\.77\}}\.ffn_{part}_exps\.weight", type: )"iq[34]_ks"(.*bytes: )\d+',
+            r'\1"q2_k_r4"\g<2>1056964608',  # 6144 x 2048 x 256 / 256 x 84 B
+            profile,
+        )
+    assert profile.count('"q2_k_r4"') == len(repacked)
+    name = "-".join(repacked) or "none"
+    (tmp_path / f"{name}.yaml").write_text(profile)
+    text = (layouts / "glm51-3-cpu-moe-1gpu.yaml").read_text()
+    text = text.replace("profile: models/glm-5.1-iq3_ks.yaml", f"profile: {tmp_path}/{name}.yaml")
+    text = text.replace("profile: models/", f"profile: {layouts}/models/")
+    text = re.sub(r"\n    measured:\n(?:      .*\n)+", "\n", text)  # estimate, not measured
+    text = text.replace("ubatch: 8192", "ubatch: 1024")
+    spec = tmp_path / f"{name}.spec.yaml"
+    spec.write_text(text)
+    sp = next(s for s in validate_file(spec).plan.services if s.name == "grandpa")
+    return {b: p.compute for b, p in sp.buffers.items()}
+
+
 def test_ik_host_experts_of_a_type_no_cuda_build_multiplies_stay_on_the_cpu(
     tmp_path: Path,
 ) -> None:
@@ -395,41 +424,17 @@ def test_ik_host_experts_of_a_type_no_cuda_build_multiplies_stay_on_the_cpu(
     backend supports it (ggml-backend ggml_backend_sched_backend_id_from_cur: offload
     when ``ggml_backend_supports_op`` and ``offload_op``); CPU-repacked types such as
     q2_k_r4 have no CUDA matmul in any ik build, so nothing is copied to CUDA0 and
-    CUDA_Host computes the experts.  Seed 001's GLM-5.1 with every expert on the host
-    at -ub 8192, its expert types turned to q2_k_r4."""
-    import re
-
-    from layoutgen.spec.validate import validate_file
-
-    layouts = Path(__file__).resolve().parents[1] / "layouts"
-    profile = (layouts / "models" / "glm-5.1-iq3_ks.yaml").read_text()
-    r4 = profile
-    for part in ("gate", "up", "down"):
-        r4 = re.sub(
-            rf'(blk\.\{{3\.\.77\}}\.ffn_{part}_exps\.weight", type: )"iq[34]_ks"(.*bytes: )\d+',
-            r'\1"q2_k_r4"\g<2>1056964608',  # 6144 x 2048 x 256 / 256 x 84 B
-            r4,
-        )
-    assert r4.count('"q2_k_r4"') == 3
-    (tmp_path / "r4.yaml").write_text(r4)
-    text = (layouts / "glm51-3-cpu-moe-1gpu.yaml").read_text()
-    text = text.replace("profile: models/", f"profile: {layouts}/models/")
-    text = re.sub(r"\n    measured:\n(?:      .*\n)+", "\n", text)  # estimate, not measured
-    # -ub 1024: still offloaded (1024 x 8 >= 32 x 256), the attention below the copy
-    text = text.replace("ubatch: 8192", "ubatch: 1024")
-
-    def plan(profile_path: Path) -> dict[str, int]:
-        spec = tmp_path / f"{profile_path.stem}.spec.yaml"
-        spec.write_text(
-            re.sub(r"profile: \S+glm-5\.1-iq3_ks\.yaml", f"profile: {profile_path}", text)
-        )
-        sp = next(s for s in validate_file(spec).plan.services if s.name == "grandpa")
-        return {b: p.compute for b, p in sp.buffers.items()}
-
-    iq3, q2r4 = plan(layouts / "models" / "glm-5.1-iq3_ks.yaml"), plan(tmp_path / "r4.yaml")
+    CUDA_Host computes the experts."""
+    iq3 = _glm_cpu_moe(tmp_path, ())
+    q2r4 = _glm_cpu_moe(tmp_path, ("gate", "up", "down"))
     # offloaded: the fused up+gate copy (2 x 1,225 MiB) and the activations on CUDA0;
     # q2_k_r4: neither
     copy = 2 * 1284505600  # blk.N.ffn_up_exps + ffn_gate_exps, iq3_ks
     assert iq3["CUDA0"] > copy > 2 * q2r4["CUDA0"]
     # the host runs the experts instead: -muge's up+gate and down outputs, f32
-    assert q2r4["CUDA_Host"] - iq3["CUDA_Host"] == (2048 + 6144) * 8 * 1024 * 4
+    host = (2048 + 6144) * 8 * 1024 * 4
+    assert q2r4["CUDA_Host"] - iq3["CUDA_Host"] == host
+    # down alone repacked: up+gate still go to CUDA0, the host runs down
+    mixed = _glm_cpu_moe(tmp_path, ("down",))
+    assert mixed["CUDA0"] == iq3["CUDA0"]
+    assert mixed["CUDA_Host"] == q2r4["CUDA_Host"]

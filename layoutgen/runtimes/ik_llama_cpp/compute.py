@@ -122,21 +122,29 @@ def _cuda_multiplies_host_experts(s: Setting, experts: Mapping[int, str]) -> boo
     (cuda_types), so their MoE ops stay on the CPU, nothing is copied to the first GPU
     and CUDA_Host holds the experts' activations.  A type whose kernel came in some
     build counts as multiplied whatever the version: an unknown build may have it."""
-    return any(il not in experts for il in _cuda_expert_layers(s.profile, s.rt))
+    return any(il not in experts for il in _expert_layers_by_cuda(s.profile, s.rt)[0])
+
+
+def _cpu_only_host_experts(s: Setting, experts: Mapping[int, str]) -> bool:
+    """Whether a host expert tensor is of a type no CUDA build multiplies (its op runs
+    on the CPU even where the others' are offloaded)."""
+    return any(il not in experts for il in _expert_layers_by_cuda(s.profile, s.rt)[1])
 
 
 @functools.lru_cache(maxsize=64)
-def _cuda_expert_layers(profile: Profile, rt: Runtime) -> frozenset[int]:
-    """The expert layers holding a routed-expert tensor of a type CUDA multiplies."""
+def _expert_layers_by_cuda(profile: Profile, rt: Runtime) -> tuple[frozenset[int], ...]:
+    """The expert layers holding a routed-expert tensor of a type some CUDA build
+    multiplies, and those holding one of a type none does."""
     from layoutgen.runtimes.ik_llama_cpp.cuda_types import CUDA_MATMUL
     from layoutgen.solve.placement import expert_layer, loaded
 
-    out = set()
+    cuda: set[int] = set()
+    cpu: set[int] = set()
     for t in loaded(profile, rt):
         layer = expert_layer(t.name)
-        if layer is not None and t.type.lower() in CUDA_MATMUL:
-            out.add(layer)
-    return frozenset(out)
+        if layer is not None:
+            (cuda if t.type.lower() in CUDA_MATMUL else cpu).add(layer)
+    return frozenset(cuda), frozenset(cpu)
 
 
 def _offloaded(rt: IkLlamaCpp, hp: HParams, ub: int) -> bool:
@@ -252,7 +260,7 @@ def estimate(
     offloaded = (
         bool(s.devices) and _offloaded(rt, hp, ub) and _cuda_multiplies_host_experts(s, experts)
     )
-    host_runs_experts = on_host and not offloaded
+    host_runs_experts = on_host and (not offloaded or _cpu_only_host_experts(s, experts))
     copies = _copies(rt, s, layers, experts)
     # a partial -ngl: layers (or the output) left on the CPU beside GPUs
     partial = bool(s.devices) and (len(layers) < (hp.n_layer or 0) or output is None)
