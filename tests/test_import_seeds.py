@@ -83,3 +83,27 @@ def test_the_seed_command_that_ran_out_of_memory_is_refused(
     path, _ = _spec("seed001-glm51-1gpu-n-cpu-moe-58.podman", tmp_path, version)
     with pytest.raises(InvalidInput, match="does not fit GPU gpu1"):
         validate_file(path)
+
+
+@pytest.mark.parametrize("name", sorted(LOGGED))
+def test_a_seed_run_validates_with_no_build_written(name: str, tmp_path: Path) -> None:
+    """Issue 30's acceptance: imported as a user brings it, on the seeds' host, with no
+    version: the runs that started validate.  The plan holds for every ik build that
+    loads GLM-5.1 (from 4196, layoutgen.solve.builds), all of which spell the flags
+    alike; the --n-cpu-moe 58 command is refused the same way (the test above)."""
+    path, _ = _spec(name, tmp_path, None)
+    validated = validate_file(path)
+    (rules,) = validated.plan.runtimes.values()
+    assert rules["version"] is None and rules["rules"] == "every build"
+    (sp,) = validated.plan.services
+    # each device the logs name is booked at least as the seed's own build (4357) needs
+    (tmp_path / "v").mkdir()
+    with_build, _ = _spec(name, tmp_path / "v", "4357")
+    (known,) = validate_file(with_build).plan.services
+
+    def use(plan: Any, device: str) -> int:
+        return sum(p.total for b, p in plan.buffers.items() if plan.device_of[b] == device)
+
+    for buffer in LOGGED[name]:
+        device = known.device_of[buffer]
+        assert use(sp, device) >= use(known, device), (buffer, device)
