@@ -386,6 +386,15 @@ def test_ik_pipeline_copies_keep_every_offloaded_host_expert(
     assert logged * 0.99 <= planned[4] <= logged * 1.01
     # one copy: the fused up+gate of one layer and the activations, not 900 GiB
     assert planned[1] < 8 * 2**30
+    # -ngl 93 of 93 layers leaves the output on the CPU: no pipeline parallelism
+    # (llama_new_context_with_model wants n_gpu_layers > n_layer), whatever the build
+    settings = dict(record["settings"], ngl=93)
+    partial = dict(record, settings=settings)
+    monkeypatch.setattr(table, "load", lambda _p: partial)
+    planned.clear()
+    (tmp_path / "partial").mkdir()
+    table.evaluate(path, tmp_path / "partial")
+    assert planned[4] < 8 * 2**30
 
 
 def _glm_cpu_moe(tmp_path: Path, repacked: tuple[str, ...]) -> dict[str, int]:

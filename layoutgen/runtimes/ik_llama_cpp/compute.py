@@ -349,8 +349,15 @@ def _copies(
 ) -> int:
     """Pipeline parallelism's copies of every graph input over several GPUs (the build's
     GGML_SCHED_MAX_COPIES, ``runtimes.<id>.sched_copies``), unless tensors are
-    overridden (since build 3941)."""
-    if len(s.devices) < 2:
+    overridden (since build 3941).  llama_new_context_with_model enables it only with
+    more than one device, every layer and the output offloaded (n_gpu_layers >
+    n_layer), -sm layer and the KV cache on the GPUs (no -nkvo)."""
+    if len(s.devices) < 2 or s.row_shares is not None:
+        return 1
+    n_layer = s.profile.hparams.n_layer or 0
+    if s.gpu_layers is not None and s.gpu_layers <= n_layer:
+        return 1
+    if any(a in ("-nkvo", "--no-kv-offload") for a in s.args):
         return 1
     overridden = any(experts.get(il) != layers.get(il) for il in _expert_layers(s))
     if overridden and rt.follows("no-pipeline-with-overrides"):
