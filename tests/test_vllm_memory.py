@@ -124,7 +124,7 @@ def available_from_log(record: dict[str, Any]) -> tuple[int | None, str]:
     """KV bytes from the logged budget inputs where every term is printed, else logged KV."""
     service = service_of(record)
     v = record["values"]
-    budget = round(num(record["gpu"]["total_gib"] or 0) * GiB * service.gpu_memory_utilization)
+    budget = round(num(str(record["gpu"]["total_gib"] or 0)) * GiB * service.gpu_memory_utilization)
     if "peak_torch_gib" in v:  # v0.6.4: budget - torch peak (weights inside) - non-torch
         used = (gib(record, "peak_torch_gib") or 0) + (gib(record, "non_torch_gib") or 0)
         return budget - used, "budget inputs"

@@ -477,7 +477,9 @@ def test_the_ctx_a_refusal_suggests_fits(tmp_path: Path) -> None:
         validate_file(spec, "tower.yaml")
     (message,) = [d.message for d in exc.value.diagnostics if "vLLM would refuse" in d.message]
     assert "kv_cache_dtype: fp8" not in message  # AEON is fp8 already
-    fits = int(re.search(r"write ctx: (\d+) or less", message)[1])
+    found = re.search(r"write ctx: (\d+) or less", message)
+    assert found is not None
+    fits = int(found[1])
     spec.write_text(text.replace(marker, f"    ctx: {fits}", 1))
     validate_file(spec, "tower.yaml")  # the suggestion holds
 

@@ -50,10 +50,16 @@ KV_DTYPE_BYTES: dict[str, int] = {
 #: Sampler bytes per logit at the dummy sampler's peak: model-dtype logits (2),
 #: their fp32 copy (4), top-k/top-p sort values (4) and int64 indices (8),
 #: sorted softmax (4), cumsum (4), mask (1), scattered-back logits (4), probs (4),
-#: exponential draw (4), the temperature-scaled copy (2) = 41.  The sum is
-#: calibrated by the one log whose peak is the sampler (PR 10511, 1.26 GiB).
-SAMPLER_BYTES_PER_LOGIT = 41
-#: Headroom on the activation estimate: it must come out high, not low.
+#: exponential draw (4) = 39 (the temperature-scaled copy is freed before the
+#: sort's peak).  Checked against the peaks that are the sampler's: PR 10511's V0
+#: run (256 rows of Llama-3's 128,256 logits: 1.26 GiB, 39.0 B a logit with the
+#: hidden states) and llm-d's nine H100 rows of V1 (1,024 rows, three
+#: vocabularies: 38.4 B).  Counted from the tensors, it takes no margin: 41 B
+#: with :data:`ACTIVATION_MARGIN` on top put 1,024-row peaks 12 % high, which on
+#: an 80 GB card with a large checkpoint is 10 % of the KV cache (issue 35).
+SAMPLER_BYTES_PER_LOGIT = 39
+#: Headroom on the forward pass's estimate (fitted to fewer logs than the sampler):
+#: it must come out high, not low.
 ACTIVATION_MARGIN = 1.05
 #: Hidden-size tensors a token holds beyond one GPU's at the forward pass's peak when
 #: the layers are split by tensor parallelism (:func:`forward_bytes_per_token`).
@@ -358,7 +364,7 @@ def activation_estimate(model: VllmModel, service: VllmService) -> int:
         rows * model.vocab_size * SAMPLER_BYTES_PER_LOGIT
         + tokens * model.hidden_size * model.dtype_bytes
     )
-    return int(max(forward, sampler) * ACTIVATION_MARGIN)
+    return max(int(forward * ACTIVATION_MARGIN), sampler)
 
 
 def nccl_before_snapshot(service: VllmService) -> bool:
@@ -391,13 +397,36 @@ def device_wide(service: VllmService) -> bool:
     return (0, 8) <= version_tuple(service.version) < SNAPSHOT_BASELINE
 
 
+def context_in_budget(version: str) -> bool:
+    """Whether vLLM counts its own CUDA context inside ``utilization x total``.
+
+    By release (the profiler's code in each wheel):
+
+    * 0.6.4 (``vllm/worker/worker.py``, ``memory_profiling``): the baseline is the
+      memory in use after the model loads, the context included: outside;
+    * 0.6.5-0.6.6: the baseline is taken before the context (PR 10511): inside,
+      as non-torch memory;
+    * 0.7.0-0.7.3: after it again (PR 12126): outside;
+    * 0.8.0-0.9.1 (``vllm/v1/worker/gpu_worker.py determine_available_memory``):
+      ``total x utilization - (torch peak + total - free - torch's allocations)``
+      after the profile run, so the context (and every other process) is inside;
+    * 0.9.2 on: a ``MemorySnapshot`` taken after ``init_device`` creates the context
+      is the baseline: outside.
+
+    Outside, it is the service's ``host.gpu_overhead`` beside the budget; inside, it
+    is in :func:`non_torch_estimate` and nothing sits beside the budget for it: the
+    plan counts it once either way."""
+    release = version_tuple(version)
+    return (0, 6, 5) <= release < (0, 7) or (0, 8) <= release < SNAPSHOT_BASELINE
+
+
 def non_torch_estimate(service: VllmService) -> int:
     """Memory outside torch's allocator that the profile counts (cuBLAS, workspaces, and
     NCCL's memory allocated after the snapshot: see :func:`nccl_outside`; the CUDA
-    context where the baseline is taken before it)."""
+    context where the release counts it inside the budget: :func:`context_in_budget`)."""
     extra = nccl_estimate(service) - nccl_outside(service)
     release = version_tuple(service.version)
-    if (0, 6, 5) <= release < (0, 7) or device_wide(service):
+    if context_in_budget(service.version):
         extra += CUDA_CONTEXT_0_6_5
     base = NON_TORCH_SNAPSHOT if release >= SNAPSHOT_BASELINE else NON_TORCH_BASE
     return base + extra

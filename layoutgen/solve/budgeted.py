@@ -4,8 +4,9 @@ A vLLM service's footprint on each of its GPUs is one part: its share of the
 weights (exact), the KV cache for ``parallel`` requests of ``ctx`` tokens
 (exact where ``--kv-cache-memory-bytes`` pins it), the activation peak,
 non-torch memory and CUDA graphs (estimated, high rather than low), and the
-host's per-process ``gpu_overhead`` (the CUDA context, outside vLLM's
-budget) with, from vLLM 0.11.0 on more than one GPU, the NCCL buffers it
+host's per-process ``gpu_overhead`` (the CUDA context, where the release
+keeps it outside vLLM's budget: from 0.9.2; 0.8.0-0.9.1 count it inside)
+with, from vLLM 0.11.0 on more than one GPU, the NCCL buffers it
 allocates before its snapshot (outside the budget too).  The solver never
 splits or moves it: it fits whole, or the layout is refused.  vLLM also
 refuses to start unless ``utilization x total`` is free when it starts, so each
@@ -63,6 +64,17 @@ def budget(
         spec=spec_tokens,
     )
     return found, gpus, names
+
+
+def context_outside(spec: Spec, rs: ResolvedService) -> int:
+    """``host.gpu_overhead`` (the CUDA context) where the service's release measures
+    its budget after the context, else 0: 0.6.5-0.6.6 and 0.8.0-0.9.1 count the
+    context as non-torch memory inside the budget
+    (:func:`~layoutgen.runtimes.vllm_memory.context_in_budget`), and counting it
+    beside the budget as well planned it twice (issue 35)."""
+    rt = spec.runtimes[rs.service.runtime].rules()
+    assert isinstance(rt, Vllm)
+    return 0 if vm.context_in_budget(rt.release_text) else spec.host.gpu_overhead
 
 
 def lora_slots(rs: ResolvedService) -> vm.LoraSlots | None:
@@ -133,7 +145,8 @@ def service_plan(
         return missing
     gpus = device_order(spec, rs.gpus)[0]
     limits = {g.id: g.vram - g.reserve for g in spec.host.gpus}
-    room = min(limits[g] - beside.get(g, 0) - spec.host.gpu_overhead for g in gpus)
+    context = context_outside(spec, rs)
+    room = min(limits[g] - beside.get(g, 0) - context for g in gpus)
     try:
         b, gpus, names = budget(spec, rs, profile, room)
     except vm.KvCacheRefused as exc:
@@ -164,8 +177,9 @@ def service_plan(
         weights=b.weights.bytes + b.lora.bytes,
         kv=b.kv.bytes,
         compute=compute,
-        # the CUDA context, and the NCCL buffers vLLM allocates before its snapshot
-        overhead=spec.host.gpu_overhead + b.nccl.bytes,
+        # the CUDA context where the release keeps it outside the budget, and the NCCL
+        # buffers vLLM allocates before its snapshot
+        overhead=context + b.nccl.bytes,
         basis={"weights": "exact", "kv": str(b.kv.basis), "compute": "estimated"},  # type: ignore[dict-item]
     )
     lora = (("lora", b.lora.bytes, str(b.lora.basis)),) if rs.service.lora else ()
