@@ -109,7 +109,10 @@ def test_flags_builds_read_differently_are_an_error_naming_each() -> None:
 
     from layoutgen.spec.roles import resolve
 
-    spec = bench_solve.unversioned(bench_solve.spec())  # built with one sched copy
+    # the GPU services alone (the CPU lane's '-fa on' says build 3985 or later)
+    every = bench_solve.unversioned(bench_solve.spec())  # built with one sched copy
+    gpu = {n: s for n, s in every.services.items() if s.gpus}
+    spec = every.model_copy(update={"services": gpu})
     profiles = {"moe": bench_solve.model()}
     with pytest.raises(DoesNotFit) as caught:
         solve(spec, resolve(spec), profiles, "bench")
@@ -187,3 +190,74 @@ def test_the_epochs_a_spec_shows_do_not_depend_on_what_ran_before() -> None:
     after = subprocess.run([*run, a, b], capture_output=True, text=True, check=True).stdout
     assert '"every build"' in alone
     assert alone == after
+
+
+def test_a_flag_the_command_uses_is_a_floor() -> None:
+    """-wgt came with ik build 4378: a command that passes it runs on no older build,
+    so no older epoch is planned (and none of their -fa spellings is asked)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent / "bench"))
+    import bench_solve
+
+    from layoutgen.spec.roles import resolve
+
+    every = bench_solve.unversioned(bench_solve.spec())
+    gpu = {
+        n: s.model_copy(update={"args": ("-wgt", "512")})
+        for n, s in every.services.items()
+        if s.gpus
+    }
+    spec = every.model_copy(update={"services": gpu})
+    profiles = {"moe": bench_solve.model()}
+    assert builds.floor_of(spec, resolve(spec), profiles, "ik") == 4378
+    plan = solve(spec, resolve(spec), profiles, "bench")  # one spelling of -fa from 4378
+    builds_planned = [e["builds"] for e in plan.runtimes["ik"]["epochs"]]
+    assert builds_planned[0].startswith("builds 4378") or builds_planned == ["builds from 4378"]
+
+
+def test_a_cached_answer_still_tells_a_trace_its_rules() -> None:
+    """rules.remembering: a cache hit replays the rules the cached call asked, so a
+    service plan reused across builds was traced whole (solve.solver._remembered)."""
+    from layoutgen.runtimes.rules import remembering, tracing
+
+    flip = rule("t-cached", 500, "2025-02-01", "test", "asked inside a cached call")
+    calls = []
+
+    @remembering(8)
+    def cached(x: int) -> int:
+        calls.append(x)
+        return x + int(flip.applies(None))
+
+    with tracing() as first:
+        assert cached(1) == 2
+    with tracing() as second:
+        assert cached(1) == 2  # a hit: not run again
+    assert calls == [1]
+    assert flip in first and flip in second
+
+
+def test_reused_service_plans_are_what_each_build_plans_alone() -> None:
+    """Every epoch a plan reports books what that build alone plans for the same
+    placement: service plans reused across builds (solve.solver._remembered) are
+    never stale."""
+    import re as regex
+
+    v = _example("familiar-final.yaml")
+    spec = _unversioned(v.spec)
+    plan = solve(spec, v.services, v.profiles, "familiar", one_argv=False)
+    pinned = builds._pinned(v.services, plan)
+    epochs = plan.runtimes["ik_llama"]["epochs"]
+    assert len(epochs) >= 2
+    for e in epochs:
+        first = regex.search(r"(\d+)", e["builds"])
+        assert first is not None
+        alone = solve_at(
+            builds._at(spec, "ik_llama", int(first[1])),
+            v.services,
+            v.profiles,
+            "familiar",
+            pinned=pinned,
+            fit=False,
+        )
+        assert {d.id: d.used for d in alone.devices if d.used} == e["devices"], e["builds"]

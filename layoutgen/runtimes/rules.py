@@ -19,12 +19,17 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
 
 from layoutgen.errors import printable
 from layoutgen.spec.literals import clip
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 _BUILD = re.compile(r"b?(?P<build>[0-9]{1,7})(?:\s*\((?P<commit>[0-9a-f]{7,40})\))?")
 _DATE = re.compile(r"(?P<y>20[0-9]{2})-(?P<m>[0-9]{2})-(?P<d>[0-9]{2})")
@@ -80,6 +85,8 @@ class Rule:
         ASKED.add(self)
         if not _FLAGS_ONLY:
             FOR_MEMORY.add(self)
+        for trace in _TRACES:
+            trace.add(self)
         if version is None:
             return True
         if version.build is not None:
@@ -98,6 +105,48 @@ ASKED: set[Rule] = set()
 FOR_MEMORY: set[Rule] = set()
 #: set while an argv is rendered (flags_only): what is asked then is about spelling
 _FLAGS_ONLY: list[bool] = []
+
+
+#: the rules asked inside each open tracing() block, innermost last
+_TRACES: list[set[Rule]] = []
+
+
+@contextlib.contextmanager
+def tracing() -> Iterator[set[Rule]]:
+    """The rules asked inside the block (cached answers included: remembering)."""
+    asked: set[Rule] = set()
+    _TRACES.append(asked)
+    try:
+        yield asked
+    finally:
+        _TRACES.pop()
+
+
+def remembering(maxsize: int) -> Callable[[Callable[P, T]], Callable[P, T]]:
+    """functools.lru_cache for a function of a runtime: a hit tells every open
+    tracing() block the rules the cached call asked, so a trace is whole whatever
+    was cached before it (what layoutgen.solve.builds reuses plans by)."""
+
+    def wrap(fn: Callable[P, T]) -> Callable[P, T]:
+        @functools.lru_cache(maxsize=maxsize)
+        def traced(
+            args: tuple[Hashable, ...], kwargs: tuple[tuple[str, Hashable], ...]
+        ) -> tuple[T, frozenset[Rule]]:
+            with tracing() as asked:
+                value = fn(*args, **dict(kwargs))  # type: ignore[arg-type]
+            return value, frozenset(asked)
+
+        @functools.wraps(fn)
+        def call(*args: P.args, **kwargs: P.kwargs) -> T:
+            value, asked = traced(args, tuple(sorted(kwargs.items())))
+            for trace in _TRACES:
+                trace.update(asked)
+            return value
+
+        call.cache_clear = traced.cache_clear  # type: ignore[attr-defined]
+        return call
+
+    return wrap
 
 
 @contextlib.contextmanager

@@ -38,6 +38,7 @@ from layoutgen.runtimes.rules import ASKED, FOR_MEMORY, Rule
 from layoutgen.solve.plan import Part, Plan, ServicePlan
 from layoutgen.solve.solver import (
     DoesNotFit,
+    Memo,
     Pinned,
     _devices,
     _fit,
@@ -119,17 +120,21 @@ def epochs(rt: Runtime, asked: set[Rule] = ASKED, floor: int | None = None) -> l
 def floor_of(
     spec: Spec, services: Sequence[ResolvedService], profiles: Mapping[str, Profile], rid: str
 ) -> int | None:
-    """The first build of runtime RID that loads every model its services run (None:
-    not known for some model)."""
+    """The first build of runtime RID that could run its services: one that loads each
+    model, and whose parser takes each service's flags as written (a build that
+    refuses them runs nothing).  Every service of RID runs the one build, so the
+    highest floor any of them knows bounds it.  None: no floor known."""
+    from layoutgen.spec.flags import first_build
+
     rt = spec.runtimes[rid].rules()
-    floors = [
-        rt.loads_since(profiles[rs.service.model])
-        for rs in services
-        if rs.service.runtime == rid and rs.service.model in profiles
-    ]
-    if not floors or any(f is None for f in floors):
-        return None
-    return max(f for f in floors if f is not None)
+    floors = []
+    for rs in services:
+        if rs.service.runtime != rid or rs.service.model not in profiles:
+            continue
+        floors.append(rt.loads_since(profiles[rs.service.model]))
+        floors.append(first_build(rt.KIND, rs.service.args))
+    known = [f for f in floors if f is not None]
+    return max(known) if known else None
 
 
 def _at(spec: Spec, rid: str, build: int) -> Spec:
@@ -163,6 +168,7 @@ def _explore(
     memory, and within it, where builds spell flags differently, the argvs alone."""
     rt = spec.runtimes[rid].rules()
     floor = floor_of(spec, services, profiles, rid)
+    memo: Memo = {}
     solved: dict[int | None, Plan] = {None: newest}
     spelled: dict[tuple[Epoch, Epoch], Plan] = {}
     while True:
@@ -178,6 +184,7 @@ def _explore(
                     heats,
                     pinned=pinned,
                     fit=False,
+                    memo=memo,
                 )
         for e in every:
             m = next(m for m in memory if _within(e, m))

@@ -22,6 +22,7 @@ from layoutgen.models.quants import by_name
 from layoutgen.render.argv import flash_attn
 from layoutgen.runtimes.base import Runtime, flag_value
 from layoutgen.runtimes.llama_cpp.compute import mla_q_head
+from layoutgen.runtimes.rules import remembering
 from layoutgen.solve.kvcache import KVSettings, device_bytes, layer_caches, n_ctx
 from layoutgen.solve.overhead import per_gpu
 from layoutgen.solve.override import Rule, apply
@@ -293,7 +294,7 @@ def kv_per_layer(s: Setting, *, cuda: bool) -> dict[int, int]:
     return dict(_kv_layer_bytes(s.profile.hparams, s.kv, s.profile.arch, cuda))
 
 
-@functools.lru_cache(maxsize=256)
+@remembering(256)
 def _kv_layer_bytes(
     hp: HParams, kv: KVSettings, arch: str, cuda: bool
 ) -> tuple[tuple[int, int], ...]:
@@ -347,7 +348,7 @@ def expert_bytes(profile: Profile, runtime: Runtime) -> dict[int, int]:
     return dict(_expert_bytes(profile, runtime))
 
 
-@functools.lru_cache(maxsize=64)
+@remembering(64)
 def expert_tensor_bytes(profile: Profile, runtime: Runtime) -> dict[int, tuple[int, ...]]:
     """Each expert layer's routed-expert tensors' bytes, largest first."""
     out: dict[int, list[int]] = {}
@@ -358,7 +359,7 @@ def expert_tensor_bytes(profile: Profile, runtime: Runtime) -> dict[int, tuple[i
     return {layer: tuple(sorted(sizes, reverse=True)) for layer, sizes in sorted(out.items())}
 
 
-@functools.lru_cache(maxsize=64)
+@remembering(64)
 def _expert_bytes(profile: Profile, runtime: Runtime) -> tuple[tuple[int, int], ...]:
     out: dict[int, int] = {}
     for t in loaded(profile, runtime):
@@ -378,7 +379,7 @@ def expert_tensors(s: Setting) -> dict[int, tuple[tuple[str, int], ...]]:
     return {layer: ts for layer, ts in out.items() if ts}
 
 
-@functools.lru_cache(maxsize=64)
+@remembering(64)
 def _expert_tensors(profile: Profile, runtime: Runtime) -> dict[int, tuple[tuple[str, int], ...]]:
     out: dict[int, list[tuple[str, int]]] = {}
     for name, nbytes, layer, _ in tensor_slots(profile, runtime):

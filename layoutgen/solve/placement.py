@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from layoutgen.models.profile import Profile
 from layoutgen.models.tensors import Tensor
 from layoutgen.runtimes.base import Runtime
+from layoutgen.runtimes.rules import remembering
 
 _EXPERT = re.compile(r"^blk\.(?P<layer>\d+)\.ffn_(?P<kind>up|gate|down|gate_up)_exps\.weight$")
 
@@ -61,7 +62,7 @@ def nextn_layers(profile: Profile) -> frozenset[int]:
     return frozenset(range(hp.n_layer - count, hp.n_layer))
 
 
-@functools.lru_cache(maxsize=64)
+@remembering(64)
 def loaded(profile: Profile, runtime: Runtime) -> tuple[Tensor, ...]:
     """The tensors the runtime loads (nextn layers are skipped; see the module notes).
 
@@ -226,7 +227,7 @@ def tied_output(profile: Profile) -> bool:
 _Group = tuple[str, int, tuple[str, ...], int]
 
 
-@functools.lru_cache(maxsize=64)
+@remembering(64)
 def _groups(
     profile: Profile, runtime: Runtime
 ) -> tuple[tuple[_Group, ...], dict[str, int], tuple[str, ...]]:
@@ -256,7 +257,7 @@ def tensor_slots(
     return _slots(profile, runtime)[0]
 
 
-@functools.lru_cache(maxsize=64)
+@remembering(64)
 def _slots(
     profile: Profile, runtime: Runtime
 ) -> tuple[tuple[tuple[str, int, int | None, int | None], ...], tuple[str, ...]]:

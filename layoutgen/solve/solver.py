@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from layoutgen.errors import LayoutgenError, Problem, Severity
 from layoutgen.models.profile import Profile
 from layoutgen.render.argv import server_argv, vllm_argv
-from layoutgen.runtimes.rules import flags_only
+from layoutgen.runtimes.rules import Rule, flags_only, tracing
 from layoutgen.solve.footprint import (
     Setting,
     add_parts,
@@ -138,11 +138,13 @@ def solve_at(
     pinned: Mapping[str, Pinned] | None = None,
     room_less: Mapping[str, int] | None = None,
     fit: bool = True,
+    memo: Memo | None = None,
 ) -> Plan:
     """The plan under each runtime's one set of rules (its ``version:``, else the
     newest).  PINNED: ``experts: auto`` services whose placement is given, not filled;
     ROOM_LESS: bytes per GPU that filling leaves free beyond its reserve; FIT=False:
-    the plan of a layout that does not fit, for its figures, instead of DoesNotFit."""
+    the plan of a layout that does not fit, for its figures, instead of DoesNotFit;
+    MEMO: service plans of other builds, reused where they answer alike (solve.builds)."""
     heats = heats or {}
     pinned = pinned or {}
     room_less = room_less or {}
@@ -191,7 +193,10 @@ def solve_at(
             tensors = {t: settings[n].buffer_of(g) for t, g in tensors_at.items()}
         else:
             experts, tensors = _fixed_experts(by_name[n], settings[n], splits[n])
-        placed[n] = _service_plan(settings[n], splits[n], experts, tensors, drafts.get(n))
+        if memo is None:
+            placed[n] = _service_plan(settings[n], splits[n], experts, tensors, drafts.get(n))
+        else:
+            placed[n] = _remembered(memo, settings[n], splits[n], experts, tensors, drafts.get(n))
     # then budgeted services whole, beside those (their KV must hold one request)
     if budgeted:  # vLLM's rules, imported only for specs that have such a service
         from layoutgen.solve.budgeted import service_plan as budgeted_plan
@@ -248,6 +253,40 @@ def solve_at(
     return Plan(
         name, spec.host.name, devices, services_sorted, warnings, tuple(order), assumed, paths
     )
+
+
+#: service name -> (its plan's inputs as any build, the rules its plan asked with this
+#: build's answers, the plan): a service's plans over the epochs of an unknown build
+Memo = dict[str, list[tuple[tuple[object, ...], tuple[tuple[Rule, bool], ...], ServicePlan]]]
+
+
+def _remembered(
+    memo: Memo,
+    s: Setting,
+    layers: Mapping[int, str],
+    experts: Mapping[int, str],
+    tensors: Mapping[str, str],
+    draft: Mapping[str, Part] | None,
+) -> ServicePlan:
+    """The service's plan, reused from another build whose answers to every rule that
+    plan asked are this build's (a CPU-only service asks no layer-split rule, so the
+    builds on either side of one plan it alike); traced whole (rules.remembering)."""
+    version = s.rt.version
+    inputs = (_any_build(s), dict(layers), dict(experts), dict(tensors), dict(draft or {}))
+    for known, answers, sp in memo.get(s.name, []):
+        if known == inputs and all(r.applies(version) == a for r, a in answers):
+            return sp
+    with tracing() as asked:
+        sp = _service_plan(s, layers, experts, tensors, draft)
+    answers = tuple((r, r.applies(version)) for r in sorted(asked, key=lambda r: r.name))
+    memo.setdefault(s.name, []).append((inputs, answers, sp))
+    return sp
+
+
+def _any_build(s: Setting) -> Setting:
+    """S with its runtime (and its KV settings' runtime) at no version."""
+    rt = dataclasses.replace(s.rt, version=None)
+    return dataclasses.replace(s, rt=rt, kv=dataclasses.replace(s.kv, rt=rt))
 
 
 def _argvs(

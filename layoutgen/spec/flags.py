@@ -494,6 +494,32 @@ def _builds(tab: Table, spans: Sequence[Span]) -> str:
     return "; ".join(parts)
 
 
+def first_build(kind: str, args: Sequence[str]) -> int | None:
+    """The first build whose parser takes every flag in ARGS in the form written (with
+    a value where a value follows): an older build refuses the command, so it is no
+    epoch of the plan (layoutgen.solve.builds).  None: the table does not date every
+    build (llama.cpp and vLLM are sampled: a flag first read at a sample may be older)."""
+    tab = table(kind)
+    if tab.samples is not None:
+        return None
+    floor: int | None = None
+    for i, arg in enumerate(args):
+        flag = arg.split("=", 1)[0] if arg.startswith("--") else arg
+        row = tab.rows.get(flag)
+        if row is None or flag in _FORMS:
+            # not a flag (a value), or one the flag check refuses; or a flag whose
+            # form changed by build, which specs still write in the newest form for
+            # every build until FA_FORM is reported (see there): not a floor yet
+            continue
+        valued = "=" in arg or (
+            i + 1 < len(args) and (not args[i + 1].startswith("-") or _number(args[i + 1]))
+        )
+        spans = [sp for sp in row[1] if (sp.arity > 0) == valued] or list(row[1])
+        first = min(int(sp.first) for sp in spans)
+        floor = first if floor is None else max(floor, first)
+    return floor
+
+
 def flash_attn_default(kind: str, build: int | None) -> bool | None:
     """Flash attention with no -fa, by build: ik_llama.cpp off before 3928 (PR #863,
     41d6c42b9: common.h's flash_attn default false -> true), on since; llama.cpp

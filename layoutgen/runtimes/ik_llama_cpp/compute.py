@@ -57,12 +57,12 @@ with -amb 512 on a 2025-09 build (issue 756) to 1 %.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from layoutgen.runtimes.base import dense_staged
 from layoutgen.runtimes.ik_llama_cpp.placement import expert_activations, offload_copy
+from layoutgen.runtimes.rules import remembering
 from layoutgen.solve.kvcache import cells
 from layoutgen.solve.placement import has_lm_head
 
@@ -131,7 +131,7 @@ def _cpu_only_host_experts(s: Setting, experts: Mapping[int, str]) -> bool:
     return any(il not in experts for il in _expert_layers_by_cuda(s.profile, s.rt)[1])
 
 
-@functools.lru_cache(maxsize=64)
+@remembering(64)
 def _expert_layers_by_cuda(profile: Profile, rt: Runtime) -> tuple[frozenset[int], ...]:
     """The expert layers holding a routed-expert tensor of a type some CUDA build
     multiplies, and those holding one of a type none does."""
