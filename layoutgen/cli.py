@@ -165,6 +165,16 @@ def inspect(
 def plan(
     spec: Annotated[Path, typer.Argument(help="a spec file", metavar="SPEC")],
     as_json: Annotated[bool, typer.Option("--json", help="print the plan JSON (schema 1)")] = False,
+    depth: Annotated[
+        int,
+        typer.Option(
+            "--depth",
+            min=0,
+            max=10_000_000,
+            help="context tokens the predicted decode speed is for (default 0: llama-bench "
+            "tg128's); the plan then gives depth 0's too",
+        ),
+    ] = 0,
     allow_outside: AllowOutside = False,
 ) -> None:
     """Show the budget: per device and service, weights/KV/compute/overhead, expert layers."""
@@ -180,12 +190,17 @@ def plan(
         raise typer.Exit(1)
     for diag in result.diagnostics:
         print(diag.gcc(), file=sys.stderr)
+    planned = result.validated.plan
+    if depth:
+        from layoutgen.speed.plan_speed import plan_at_depth
+
+        planned = plan_at_depth(planned, depth)
     if as_json:
         # the JSON carries every warning printed above: validate's and the plan's
         warned = [d.message for d in result.diagnostics if d.severity is Severity.WARNING]
-        print(to_json(result.validated.plan, warned), end="")
+        print(to_json(planned, warned), end="")
     else:
-        print(to_text(result.validated.plan), end="")
+        print(to_text(planned), end="")
 
 
 @app.command()
@@ -481,7 +496,7 @@ def calibrate(
         if timed:
             fitted = speed.fit_efficiency(log, spec, service)
             print(
-                f"{spec}: host.efficiency: {fitted.efficiency:g}, fitted to "
+                f"{spec}: host.{fitted.key}: {fitted.efficiency:g}, fitted to "
                 f"{_count(len(fitted.rows), 'decode timing')} of {fitted.service} in {log} ("
                 + ", ".join(f"{m:.2f} measured, {p:.2f} predicted" for _w, p, m in fitted.rows[:3])
                 + (" ..." if len(fitted.rows) > 3 else "")

@@ -19,11 +19,13 @@ def test_public_results_within_15_percent_one_constant_per_machine() -> None:
     recs = [r for r in cases.load_dir(DATA) if not r.id.startswith("seed")]
     results = [m for r in recs for m in r.measurements]
     assert len(results) >= 10
-    machines = {m.machine.name for m in results}
-    assert len(machines) == len(recs)  # one record, one machine, one fitted constant
+    by_machine: dict[str, list[model.Measurement]] = {}
+    for m in results:  # a machine may have a record per model (PR 4766: F16 and Q8_0)
+        by_machine.setdefault(m.machine.name, []).append(m)
+    assert len(by_machine) >= 9
     table = report.table(DATA)
-    for r in recs:
-        f = model.fit(r.measurements)
+    for ms in by_machine.values():
+        f = model.fit(ms)  # one constant per machine
         assert f.slope is None
         assert f.worst_error < 0.15, table
 

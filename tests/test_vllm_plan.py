@@ -541,7 +541,7 @@ def test_a_vllm_service_gets_a_decode_speed(tmp_path: Path, gpus: str) -> None:
     (tmp_path / "tiny.yaml").write_text(PROFILE)
     text = spec_text(CHAT.replace("[gpu0]", gpus)).replace(
         "  ram_reserve: 16GiB\n",
-        "  ram_reserve: 16GiB\n  memory_bandwidth: 100GB/s\n  efficiency: 0.5\n",
+        "  ram_reserve: 16GiB\n  memory_bandwidth: 100GB/s\n  gpu_efficiency: 0.5\n",
     )
     text = text.replace("reserve: 1GiB}", "reserve: 1GiB, bandwidth: 1000GB/s}")
     path = tmp_path / "spec.yaml"
@@ -549,6 +549,11 @@ def test_a_vllm_service_gets_a_decode_speed(tmp_path: Path, gpus: str) -> None:
     sp = validate_file(path, "spec.yaml").plan.service("chat")
     assert sp.budget is not None and not isinstance(sp.speed, str) and sp.speed is not None
     one = sp.buffers["CUDA0"]
+    # depth 0 (llama-bench tg128's) unless asked: plan --depth 16384
+    assert sp.speed.decode_tps == pytest.approx(1 / (one.weights / (0.5 * 1000e9) + 0.5e-3))
+    from layoutgen.speed.plan_speed import at_depth
+
     read = one.weights + sp.budget.kv_bytes_per_token * (32768 // 2)
-    assert sp.speed.decode_tps == pytest.approx(1 / (read / (0.5 * 1000e9) + 0.5e-3))
+    deep = at_depth(sp.speed, 32768 // 2)
+    assert deep.decode_tps == pytest.approx(1 / (read / (0.5 * 1000e9) + 0.5e-3))
     assert sp.speed.host_demand == 0  # a GPU lane asks nothing of host RAM

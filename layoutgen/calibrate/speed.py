@@ -78,6 +78,7 @@ class Fitted:
     service: str
     efficiency: float
     rows: tuple[tuple[str, float, float], ...]  # (where, predicted, measured tok/s)
+    key: str = "efficiency"  # the host key written: efficiency or gpu_efficiency
 
 
 def fit_efficiency(log: Path, spec: Path, service: str | None) -> Fitted:
@@ -111,40 +112,53 @@ def fit_efficiency(log: Path, spec: Path, service: str | None) -> Fitted:
     rt = v.spec.runtimes[rs.service.runtime].rules()
     ctx = rs.service.ctx or (profile.hparams.n_ctx_train or 0)
     workload = plan_speed.workload(sp, profile, rt, ctx)
+    on_host = plan_speed.reads_host(workload)
+    if on_host and plan_speed.host_bandwidth(v.spec) is None:
+        raise _error(
+            str(spec),
+            f"services.{chosen}: the speed model cannot run: no host bandwidth, and a token "
+            "reads host RAM (write host.cpu.model, host.memory_bandwidth or "
+            "host.memory_bandwidth_measured)",
+        )
     runs = [
         model.Measurement(f"{log.name}:{t.line}", machine, workload, t.depth, t.tps)
         for t in timings
     ]
-    found = model.fit(runs)
+    # a token that reads host RAM fits host RAM's efficiency (the GPUs at theirs);
+    # one that reads only GPU memory fits the GPUs'
+    key = "efficiency" if on_host else "gpu_efficiency"
+    found = model.fit(runs, target="host" if on_host else "gpu")
     eta = round(found.efficiency, 3)
-    new_text = _with_efficiency(spec_text, doc, eta, log.name)
+    new_text = _with_efficiency(spec_text, doc, eta, log.name, key)
     try:
         write_spec(Path(os.path.realpath(spec)), new_text)
     except OSError as exc:
         raise LayoutgenError(f"cannot write {spec}: {exc.strerror}") from None
-    return Fitted(chosen, eta, found.rows)
+    return Fitted(chosen, eta, found.rows, key)
 
 
-def _with_efficiency(text: str, doc: source.Document, eta: float, log: str) -> str:
-    """``text`` with ``host.efficiency: eta`` (replacing the one written, else inserted
+def _with_efficiency(
+    text: str, doc: source.Document, eta: float, log: str, key: str = "efficiency"
+) -> str:
+    """``text`` with ``host.KEY: eta`` (replacing the one written, else inserted
     before host's first key, at its indent); other lines are kept byte for byte."""
     lines = _SPEC_LINE.findall(text)  # the lines doc.locate counts: CRLF, CR or LF ends one
     host = doc.plain().get("host") if isinstance(doc.plain(), dict) else None
     if not isinstance(host, dict) or not host:
         raise _error(doc.name, "the spec has no host mapping to write efficiency into")
     comment = f"  # fitted by layoutgen calibrate from {log}"
-    if "efficiency" in host:
-        line, col = doc.locate(("host", "efficiency"), at_key=True)
+    if key in host:
+        line, col = doc.locate(("host", key), at_key=True)
         indent = lines[line - 1][: col - 1]
     else:
         first = next(iter(host))
         line, col = doc.locate(("host", first), at_key=True)
         indent = lines[line - 1][: col - 1]
         if indent.strip():  # a flow mapping: host: {…}
-            raise _error(doc.name, "host is a flow mapping; write host.efficiency by hand")
+            raise _error(doc.name, f"host is a flow mapping; write host.{key} by hand")
         lines.insert(line - 1, "")
     end = "\n" if not lines[line - 1] or lines[line - 1].endswith("\n") else ""
-    lines[line - 1] = f"{indent}efficiency: {eta:g}{comment}{end or chr(10)}"
+    lines[line - 1] = f"{indent}{key}: {eta:g}{comment}{end or chr(10)}"
     return "".join(lines)
 
 

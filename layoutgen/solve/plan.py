@@ -15,7 +15,7 @@ sizes are integers in bytes; keys are sorted so equal plans are equal bytes.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -125,6 +125,18 @@ class SpeedPlan:
     #: per GPU this service could take experts on: what each other service's settings
     #: one step smaller would free there and give this one
     trades: tuple[Trade, ...] = ()
+    #: host RAM's bandwidth as given: "peak" (x efficiency), "measured" (the user's
+    #: figure, x its own efficiency), "none" (a token reads nothing there)
+    host_figure: str = "peak"
+    #: the GPUs' efficiency (None: no GPU) and whether it was written
+    gpu_efficiency: float | None = None
+    gpu_efficiency_basis: Literal["given", "prior"] = "prior"
+    #: the speed at depth 0 where ``depth`` is another (plan --depth)
+    decode_tps_depth0: float | None = None
+    #: what changes the speed that the model does not see, as the spec shows it
+    caveats: tuple[str, ...] = ()
+    #: the same figured at another depth (layoutgen.speed.plan_speed.at_depth)
+    at_depth: Callable[[int], SpeedPlan] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -264,6 +276,18 @@ def _speed_json(s: SpeedPlan) -> dict[str, Any]:
         "host_demand": round(s.host_demand),
         "efficiency": s.efficiency,
         "efficiency_basis": s.efficiency_basis,
+        "host_figure": s.host_figure,
+        **(
+            {"gpu_efficiency": s.gpu_efficiency, "gpu_efficiency_basis": s.gpu_efficiency_basis}
+            if s.gpu_efficiency is not None
+            else {}
+        ),
+        **(
+            {"decode_tps_depth0": round(s.decode_tps_depth0, 2)}
+            if s.decode_tps_depth0 is not None
+            else {}
+        ),
+        **({"caveats": list(s.caveats)} if s.caveats else {}),
         **(
             {
                 "marginal": [_marginal_json(x) for x in s.marginal],
@@ -348,18 +372,29 @@ def _speed_text(plan: Plan) -> list[str]:
     rows = [(sp, sp.speed) for sp in plan.services if sp.speed is not None]
     if not rows:
         return []
-    lines = ["decode speed, one request at depth = ctx per slot / 2 (speed model, DESIGN)"]
+    lines = [
+        "decode speed, one request (speed model, DESIGN); depth 0 is llama-bench tg128's, "
+        "plan --depth N for another"
+    ]
     for sp, s in rows:
         name = sp.name
         if isinstance(s, str):
             lines.append(f"  {name:<20} {s}")
             continue
-        basis = "prior" if s.efficiency_basis == "prior" else "given"
-        lines.append(
-            f"  {name:<20} {s.decode_tps:6.1f} tok/s at depth {s.depth:,}, estimated "
-            f"(η {s.efficiency:g} {basis}); asks host RAM for {s.host_demand / 1e9:,.0f} GB/s "
+        from layoutgen.speed.text import efficiency_words
+
+        at0 = f" ({s.decode_tps_depth0:.1f} at depth 0)" if s.decode_tps_depth0 is not None else ""
+        asks = (
+            f"; asks host RAM for {s.host_demand / 1e9:,.0f} GB/s "
             f"({s.host_bytes_per_token / 1e9:,.2f} GB a token)"
+            if s.host_figure != "none"
+            else "; reads nothing from host RAM"
         )
+        lines.append(
+            f"  {name:<20} {s.decode_tps:6.1f} tok/s at depth {s.depth:,}{at0}, estimated "
+            f"({efficiency_words(s)}){asks}"
+        )
+        lines += [f"    not modelled: {c}" for c in s.caveats]
         if s.prefill_tps is not None:
             lines.append(
                 f"    prefill {s.prefill_tps:,.0f} tok/s at ubatch {s.ubatch:,} (speed model; "

@@ -356,7 +356,12 @@ def _speeds(
 ) -> list[Problem]:
     """Each service's predicted decode speed (attached to its plan), and a warning for
     each pair of services that together ask host RAM for more than it gives."""
-    if spec.host.memory_bandwidth is None and spec.host.cpu.model is None:
+    if (
+        spec.host.memory_bandwidth is None
+        and spec.host.memory_bandwidth_measured is None
+        and spec.host.cpu.model is None
+        and not spec.host.gpus
+    ):
         return []  # nothing to predict with: the speed model is not even imported
     from layoutgen.spec.checks import conflicting
     from layoutgen.speed.plan_speed import lanes_warnings, service_speed

@@ -374,16 +374,35 @@ class Host(Strict):
     )
     memory_bandwidth: Bandwidth | None = Field(
         default=None,
-        description="peak host RAM bandwidth, e.g. 614GB/s (12 x DDR5-6400 x 8 bytes); "
-        "default: from cpu.model; with it the plan estimates decode speed",
+        description="peak host RAM bandwidth, e.g. 614GB/s (12 x DDR5-6400 x 8 bytes), "
+        "which the speed model multiplies by host RAM's efficiency; default: from "
+        "cpu.model; with it the plan estimates decode speed. A figure you measured (mlc, "
+        "STREAM) goes in memory_bandwidth_measured instead",
+    )
+    memory_bandwidth_measured: Bandwidth | None = Field(
+        default=None,
+        description="host RAM bandwidth you measured (mlc --max_bandwidth, STREAM triad), "
+        "e.g. 460GB/s: the speed model takes it as measured, scaled by the efficiency "
+        "decode reaches of a measured figure (a prior, 0.70; layoutgen.speed.plan_speed), "
+        "not a peak's; give it or memory_bandwidth, not both",
     )
     efficiency: float | None = Field(
         default=None,
         gt=0,
         le=2,
         allow_inf_nan=False,
-        description="the machine's fitted memory efficiency (effective / peak bandwidth, "
-        "every memory); default a prior, 0.37: the median of the fitted machines",
+        description="host RAM's fitted efficiency: decode's effective bandwidth over the "
+        "bandwidth given (the peak, or memory_bandwidth_measured); default a prior per "
+        "kind of figure (layoutgen.speed.plan_speed); layoutgen calibrate fits it",
+    )
+    gpu_efficiency: float | None = Field(
+        default=None,
+        gt=0,
+        le=2,
+        allow_inf_nan=False,
+        description="GPU memory's fitted efficiency (effective / peak bandwidth, every "
+        "GPU); default a prior from full-GPU results (layoutgen.speed.plan_speed); "
+        "layoutgen calibrate fits it on a service that keeps nothing in host RAM",
     )
     targets: tuple[Target, ...] = Field(
         default=TARGETS,
@@ -391,6 +410,16 @@ class Host(Strict):
         description="what render writes: podman (run scripts), quadlet (.container "
         "units), systemd (plain .service units); default all three",
     )
+
+    @model_validator(mode="after")
+    def _one_host_bandwidth(self) -> Host:
+        if self.memory_bandwidth is not None and self.memory_bandwidth_measured is not None:
+            raise ValueError(
+                "give one of memory_bandwidth (a peak, which host RAM's efficiency scales) "
+                "or memory_bandwidth_measured (a figure you measured, taken as it is); "
+                "remove the other"
+            )
+        return self
 
 
 # ------------------------------------------------------------------ models

@@ -94,6 +94,15 @@ def shape(d: dict[str, Any]) -> Shape:
     )
 
 
+def host_basis(d: dict[str, Any]) -> str:
+    """How a record's host RAM bandwidth is given: "measured" (``ram: {measured: B}``,
+    the owner's mlc/STREAM figure), "peak" (channels x MT/s, or ``bandwidth:``), or
+    "none" (a GPU-only record)."""
+    if d.get("cpu") is None:
+        return "none"
+    return "measured" if "measured" in (d.get("ram") or {}) else "peak"
+
+
 def machine(d: dict[str, Any]) -> Machine:
     ram = d.get("ram") or {}
     if d.get("cpu") is None:  # a GPU-only record: the host holds no weights
@@ -101,7 +110,9 @@ def machine(d: dict[str, Any]) -> Machine:
     else:
         cpu = hardware.cpu(d["cpu"])
         bw = (
-            float(ram["bandwidth"])
+            float(ram["measured"])
+            if "measured" in ram
+            else float(ram["bandwidth"])
             if "bandwidth" in ram
             else hardware.ddr_bandwidth(
                 int(ram.get("channels", cpu.channels)), int(ram.get("mts", cpu.mts))
@@ -152,6 +163,14 @@ class Record:
     machine: Machine
     shape: Shape
     measurements: tuple[Measurement, ...]
+    host_basis: str = "peak"  # host_basis(): "peak", "measured" or "none"
+
+    @property
+    def host_reads(self) -> bool:
+        """Whether any result keeps weights or KV in host RAM."""
+        return any(c.device == HOST for x in self.measurements for c in x.workload.chunks) or any(
+            d == HOST for x in self.measurements for d, _ in x.workload.kv_per_token
+        )
 
 
 def load(path: Path) -> Record:
@@ -165,7 +184,8 @@ def load(path: Path) -> Record:
         out.append(
             Measurement(f"{d['id']}: {r['name']}", m, w, int(r["depth"]), float(r["measured"]))
         )
-    return Record(path, str(d["id"]), str(d["source"]), m, s, tuple(out))
+    basis = host_basis(d["hardware"])
+    return Record(path, str(d["id"]), str(d["source"]), m, s, tuple(out), basis)
 
 
 def load_dir(folder: Path) -> list[Record]:

@@ -94,6 +94,14 @@ GPUS: dict[str, GpuFacts] = {
             "NVIDIA Ada Lovelace whitepaper (RTX 4080): 16 GB GDDR6X, 256-bit, 716.8 GB/s",
         ),
         GpuFacts(
+            "RTX 3090 Ti",
+            1008 * GB,
+            80e12,
+            PCIE4,
+            "NVIDIA GeForce RTX 3090 Ti specifications: 24 GB GDDR6X, 384-bit, 21 Gbps "
+            "(1008 GB/s); 84 SMs at 1.86 GHz boost, dense FP16 tensor about 80 TFLOPS",
+        ),
+        GpuFacts(
             "RTX 3090",
             936 * GB,
             71e12,
@@ -183,6 +191,16 @@ CPUS: dict[str, CpuFacts] = {
             8,
             5200,
             "AMD Threadripper PRO 7965WX product page: 24 cores, 4.2 GHz, 8 channels DDR5-5200",
+        ),
+        CpuFacts(
+            "Ryzen 9 9950X",
+            16,
+            4.3,
+            64,
+            2,
+            5600,
+            "AMD Ryzen 9 9950X product page: 16 cores, 4.3 GHz base, 2 channels DDR5-5600 "
+            "(Zen 5 desktop: full 512-bit AVX-512 datapaths)",
         ),
         CpuFacts(
             "Ryzen 9 7950X",

@@ -12,8 +12,10 @@ bytes_d  = dense (non-routed) weights on d, read fully
          + KV bytes per context token on d * context depth
 hops     = device changes along the layer order (activations over PCIe; ~12 KB each,
            so latency, not bandwidth, is the cost: seed 001 estimates 19 us in total)
-eta      = ONE efficiency per machine (memory), fitted by ``fit``; peaks are datasheet
-           figures from hardware.py or the spec.
+eta      = the memory's efficiency: host RAM's (``Machine.efficiency``) and the GPUs'
+           (``Machine.gpu_efficiency``; None: the host's), each fitted by ``fit``;
+           bandwidths are datasheet peaks from hardware.py or the spec, or a host RAM
+           figure the user measured (plan_speed gives each its own prior).
 
 Prefill is compute-bound: per ubatch of B tokens each device needs
 2 x params_touched x B FLOPs at ``compute_efficiency`` x peak, or, for host-resident
@@ -28,7 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from layoutgen.speed.heat import UNIFORM, HeatProfile, ramp
 
@@ -49,7 +51,18 @@ class Memory:
 class Machine:
     name: str
     memories: tuple[Memory, ...]
-    efficiency: float = 1.0  # fitted: effective bandwidth = efficiency x peak, every memory
+    #: host RAM: effective bandwidth = efficiency x the bandwidth given (a peak, or a
+    #: measured figure, which has its own prior: plan_speed)
+    efficiency: float = 1.0
+    #: GPU memory's own efficiency; None: the host's (one constant for every memory,
+    #: as the per-machine fits of tests/speed_data were made)
+    gpu_efficiency: float | None = None
+
+    def eta(self, device: str) -> float:
+        """The efficiency of DEVICE's memory."""
+        if device == HOST or self.gpu_efficiency is None:
+            return self.efficiency
+        return self.gpu_efficiency
 
     def memory(self, name: str) -> Memory:
         for m in self.memories:
@@ -221,7 +234,7 @@ def decode(
     for dev, b in nbytes.items():
         mem = m.memory(dev)
         f = max(flops.get(dev, 0.0), 0.0)  # moved away to the last chunk: rounding only
-        seconds[dev] = max(max(b, 0.0) / (m.efficiency * mem.bandwidth), f / mem.flops)
+        seconds[dev] = max(max(b, 0.0) / (m.eta(dev) * mem.bandwidth), f / mem.flops)
     return Breakdown(seconds, nbytes, n, n * k.hop_latency, k.token_overhead)
 
 
@@ -256,7 +269,7 @@ def prefill_tps(m: Machine, w: Workload, ubatch: int, k: Constants = DEFAULT) ->
         b = sum(c.nbytes * (touched if c.routed else 1.0) for c in chunks)
         if dev == HOST and offload:
             b = sum(c.nbytes for c in chunks if not c.routed)
-        seconds += max(b / (m.efficiency * mem.bandwidth), fl / (k.compute_efficiency * mem.flops))
+        seconds += max(b / (m.eta(dev) * mem.bandwidth), fl / (k.compute_efficiency * mem.flops))
     seconds += hops(w) * k.hop_latency
     return ubatch / seconds
 
@@ -294,8 +307,21 @@ def _golden(f: Callable[[float], float], lo: float, hi: float, iters: int = 80) 
     return (a + b) / 2
 
 
-def _predict(ms: Sequence[Measurement], eta: float, k: Constants) -> list[float]:
-    return [decode(replace(x.machine, efficiency=eta), x.workload, x.depth, k).tps for x in ms]
+Target = Literal["host", "gpu"]
+
+
+def with_eta(m: Machine, eta: float, target: Target = "host") -> Machine:
+    """M with ETA as its host efficiency (the GPUs' too unless they have their own),
+    or, TARGET "gpu", as its GPUs' efficiency."""
+    if target == "gpu":
+        return replace(m, gpu_efficiency=eta)
+    return replace(m, efficiency=eta)
+
+
+def _predict(
+    ms: Sequence[Measurement], eta: float, k: Constants, target: Target = "host"
+) -> list[float]:
+    return [decode(with_eta(x.machine, eta, target), x.workload, x.depth, k).tps for x in ms]
 
 
 def fit(
@@ -303,19 +329,22 @@ def fit(
     *,
     fit_slope: bool = False,
     k: Constants = DEFAULT,
+    target: Target = "host",
 ) -> Fit:
     """One machine's efficiency (and optionally a heat-ramp slope) from CALIBRATE.
 
     Minimises the squared log error of decode t/s. With ``fit_slope`` the workloads'
     heat becomes ``ramp(moe_layers, slope)`` and the slope is fitted too, so at most two
-    constants come out; every measurement must be on the same machine.
+    constants come out; every measurement must be on the same machine. TARGET: the
+    efficiency fitted, the host's (the GPUs' too where the machine gives them none of
+    their own) or the GPUs'.
     """
     if len({x.machine.name for x in calibrate}) != 1:
         raise ValueError("fit: all measurements must be on one machine (one constant each)")
 
     def loss_eta(ms: Sequence[Measurement]) -> Callable[[float], float]:
         def loss(eta: float) -> float:
-            preds = _predict(ms, eta, k)
+            preds = _predict(ms, eta, k, target)
             return sum(math.log(p / x.measured_tps) ** 2 for p, x in zip(preds, ms, strict=True))
 
         return loss
@@ -337,7 +366,7 @@ def fit(
         slope = _golden(loss_slope, -0.95, 0.95, iters=60)
         ms = with_slope(slope)
     eta = _golden(loss_eta(ms), 0.01, 2.0)
-    preds = _predict(ms, eta, k)
+    preds = _predict(ms, eta, k, target)
     rows = tuple((x.name, p, x.measured_tps) for x, p in zip(ms, preds, strict=True))
     return Fit(eta, slope, rows)
 

@@ -17,11 +17,21 @@ GiB of VRAM there (model.next_gib: the hottest host expert tensors that fit, or 
 smallest one when none does) and of a GiB given back (model.give_back: the GPU's coldest
 expert tensors to host RAM), each at the same depth.
 
-The machine comes from the spec: host RAM's peak from ``host.memory_bandwidth``, else
-``host.cpu.model``'s platform (channels x MT/s x 8); each GPU's from its ``bandwidth``,
-else the GPU table by ``name`` (hardware.gpu_by_name).  Without a host bandwidth, or a
-GPU the service uses without one, nothing is estimated: no guess.  ``host.efficiency``
-is the machine's one fitted constant; without it, :data:`PRIOR_EFFICIENCY`.
+The machine comes from the spec: host RAM's bandwidth from ``host.memory_bandwidth``
+(a peak), ``host.memory_bandwidth_measured`` (a figure the user measured), else
+``host.cpu.model``'s platform (channels x MT/s x 8, a peak); each GPU's from its
+``bandwidth``, else the GPU table by ``name`` (hardware.gpu_by_name).  Each kind of
+memory has its own efficiency: host RAM's (``host.efficiency``, else the prior for the
+kind of figure given: :data:`PRIOR_EFFICIENCY` over a peak,
+:data:`PRIOR_MEASURED_EFFICIENCY` over a measured figure) and the GPUs'
+(``host.gpu_efficiency``, else :data:`PRIOR_GPU_EFFICIENCY`).  A service that keeps
+nothing in host RAM (every layer and its KV on GPUs) is estimated without a host
+bandwidth; one that reads host RAM without it, or a GPU without a bandwidth, is not:
+no guess.
+
+Depth: the speed is for one request at ``depth`` context tokens, by default 0 (what
+llama-bench's tg128 reports, to within its 128 tokens); ``layoutgen plan --depth N``
+asks for another (:func:`at_depth`), and the plan then gives both.
 """
 
 from __future__ import annotations
@@ -29,7 +39,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from layoutgen.errors import Problem, Severity
@@ -38,7 +48,7 @@ from layoutgen.models.quants import by_name, known
 from layoutgen.models.tensors import Tensor
 from layoutgen.runtimes.base import Runtime
 from layoutgen.solve.placement import expert_kind, loaded
-from layoutgen.solve.plan import Marginal, ServicePlan, SpeedPlan, Trade
+from layoutgen.solve.plan import Marginal, Plan, ServicePlan, SpeedPlan, Trade
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import Spec
 from layoutgen.speed import contention, hardware, heat
@@ -56,39 +66,68 @@ from layoutgen.speed.model import (
     prefill_tps,
 )
 
-#: The efficiency a machine gets without ``host.efficiency``: the median, rounded, of
-#: the six machines fitted in tests/speed_data (0.23-0.60; tests/test_plan_speed.py
-#: recomputes it). A prior: calibrate on the machine for a figure of its own.
-PRIOR_EFFICIENCY = 0.37
+#: The efficiencies a machine gets before it is calibrated: medians, rounded, of the
+#: machines fitted in tests/speed_data (layoutgen.speed.priors; tests/test_speed_priors.py
+#: recomputes them). Priors: calibrate on the machine for figures of its own.
+#: Host RAM over a peak (channels x MT/s x 8 or memory_bandwidth): 7 machines, 0.23-0.62.
+PRIOR_EFFICIENCY = 0.38
+#: Host RAM over a measured figure (memory_bandwidth_measured: mlc, STREAM): 2 machines,
+#: 0.42 (a one-NUMA-node 128-core Xeon 6980P) and 0.98 (a Ryzen 9 9950X).
+PRIOR_MEASURED_EFFICIENCY = 0.70
+#: GPU memory over its datasheet peak, from machines with every layer on GPUs: 3
+#: machines, 0.34 (DeepSeek-R1 over 16 RTX 3090s) to 0.77 (a dense 7B on an RTX 4090).
+PRIOR_GPU_EFFICIENCY = 0.51
+
+Basis = Literal["given", "prior"]
+HostFigure = Literal["peak", "measured", "none"]
 
 
 def host_bandwidth(spec: Spec) -> float | None:
-    """Host RAM's peak bytes/s: ``memory_bandwidth``, else the CPU model's platform."""
+    """Host RAM's bytes/s as given: ``memory_bandwidth`` (a peak),
+    ``memory_bandwidth_measured``, else the CPU model's platform (a peak)."""
     if spec.host.memory_bandwidth is not None:
         return float(spec.host.memory_bandwidth)
+    if spec.host.memory_bandwidth_measured is not None:
+        return float(spec.host.memory_bandwidth_measured)
     if spec.host.cpu.model is not None:
         return hardware.cpu(spec.host.cpu.model).memory_bandwidth
     return None
 
 
-def efficiency(spec: Spec) -> tuple[float, Literal["given", "prior"]]:
+def host_figure(spec: Spec) -> HostFigure:
+    """What kind of figure :func:`host_bandwidth` is."""
+    if spec.host.memory_bandwidth_measured is not None:
+        return "measured"
+    return "none" if host_bandwidth(spec) is None else "peak"
+
+
+def efficiency(spec: Spec) -> tuple[float, Basis]:
+    """Host RAM's efficiency over the figure given, and whether it was written."""
     if spec.host.efficiency is not None:
         return spec.host.efficiency, "given"
+    if host_figure(spec) == "measured":
+        return PRIOR_MEASURED_EFFICIENCY, "prior"
     return PRIOR_EFFICIENCY, "prior"
 
 
+def gpu_efficiency(spec: Spec) -> tuple[float, Basis]:
+    if spec.host.gpu_efficiency is not None:
+        return spec.host.gpu_efficiency, "given"
+    return PRIOR_GPU_EFFICIENCY, "prior"
+
+
 def machine(spec: Spec, rs: ResolvedService) -> Machine | str:
-    """The service's memories, or why its speed is not estimated."""
+    """The service's memories, or why its speed is not estimated. Without a host
+    bandwidth host RAM's is NaN: a workload that reads host RAM must not be estimated
+    on it (:func:`service_speed` says so first)."""
     bw = host_bandwidth(spec)
-    if bw is None:
-        return "no host bandwidth (host.memory_bandwidth or host.cpu.model)"
     threads = rs.threads or spec.host.cpu.cores
     cpu_flops = (
         hardware.cpu(spec.host.cpu.model).flops(threads)
         if spec.host.cpu.model is not None
         else math.inf  # no compute floor without the CPU's figures
     )
-    mems = [Memory(HOST, bw, cpu_flops)]
+    mems = [Memory(HOST, bw if bw is not None else math.nan, cpu_flops)]
     by_id = {g.id: g for g in spec.host.gpus}
     for gid in rs.gpus:
         g = by_id[gid]
@@ -103,7 +142,14 @@ def machine(spec: Spec, rs: ResolvedService) -> Machine | str:
             return f"no bandwidth for GPU {gid} (give its bandwidth, or a name from the table)"
         flops = facts.fp16_flops if facts is not None else math.inf
         mems.append(Memory(gid, gbw, flops, facts.pcie if facts is not None else 0.0))
-    return Machine(spec.host.name, tuple(mems), efficiency(spec)[0])
+    return Machine(spec.host.name, tuple(mems), efficiency(spec)[0], gpu_efficiency(spec)[0])
+
+
+def reads_host(w: Workload) -> bool:
+    """Whether a token reads host RAM: weights or KV there."""
+    return any(c.device == HOST and c.nbytes > 0 for c in w.chunks) or any(
+        d == HOST and b > 0 for d, b in w.kv_per_token
+    )
 
 
 def workload(
@@ -276,24 +322,42 @@ def service_speed(
     profile: Profile,
     measured: heat.HeatProfile | None = None,
     others: Sequence[tuple[ResolvedService, ServicePlan, Profile]] = (),
+    depth: int = 0,
 ) -> SpeedPlan | str | None:
-    """The service's decode speed at depth = ctx per slot / 2; a reason (str) where it
-    is not modelled; None where the host's bandwidth is not known (nothing to say).
-    OTHERS: the other services' plans, for what their settings trade against this
-    one's speed on the GPUs they share."""
-    if host_bandwidth(spec) is None:
-        return None
+    """The service's decode speed for one request at DEPTH context tokens (default 0:
+    llama-bench's tg128); a reason (str) where it is not modelled; None where a token
+    reads host RAM and its bandwidth is not known, or no bandwidth is known at all
+    (nothing to say). OTHERS: the other services' plans, for what their settings trade
+    against this one's speed on the GPUs they share."""
     m = machine(spec, rs)
     if isinstance(m, str):
-        return f"not modelled: {m}"
+        return None if host_bandwidth(spec) is None else f"not modelled: {m}"
     rt = spec.runtimes[rs.service.runtime].rules()
-    ctx = rs.service.ctx or (profile.hparams.n_ctx_train or 0)
-    depth = ctx // max(rs.parallel, 1) // 2
     if sp.budget is not None:
-        depth = sp.budget.max_model_len // 2  # one request: ctx is per request on vLLM
         w = budget_workload(sp, profile)
     else:
+        ctx = rs.service.ctx or (profile.hparams.n_ctx_train or 0)
         w = workload(sp, profile, rt, ctx, measured)
+    if host_bandwidth(spec) is None and reads_host(w):
+        return None
+    caveats = _caveats(spec, rs, w, profile)
+
+    def at(d: int) -> SpeedPlan:
+        found = replace(_speed(spec, rs, m, w, d, others, caveats), at_depth=at)
+        return found if d == 0 else replace(found, decode_tps_depth0=decode(m, w, 0).tps)
+
+    return at(max(depth, 0))
+
+
+def _speed(
+    spec: Spec,
+    rs: ResolvedService,
+    m: Machine,
+    w: Workload,
+    depth: int,
+    others: Sequence[tuple[ResolvedService, ServicePlan, Profile]],
+    caveats: tuple[str, ...],
+) -> SpeedPlan:
     b = decode(m, w, depth)
     marginal: list[Marginal] = []
     back: list[Marginal] = []
@@ -309,7 +373,9 @@ def service_speed(
             trades += _trades(m, w, depth, gpu.name, others)
     host_bytes = b.device_bytes.get(HOST, 0.0)
     eta, basis = efficiency(spec)
-    return SpeedPlan(
+    geta, gbasis = gpu_efficiency(spec)
+    reads = reads_host(w)
+    plan = SpeedPlan(
         decode_tps=b.tps,
         depth=depth,
         host_bytes_per_token=host_bytes,
@@ -323,7 +389,64 @@ def service_speed(
         prefill_tps=_prefill(m, w, rs.ubatch),
         ubatch=rs.ubatch,
         trades=tuple(trades),
+        host_figure=host_figure(spec) if reads else "none",
+        gpu_efficiency=geta if m.gpus else None,
+        gpu_efficiency_basis=gbasis,
+        caveats=caveats,
     )
+    return plan
+
+
+#: the speed model's blind spots a spec can show: (what, why it matters)
+_TRELLIS = re.compile(r"^iq[0-9]_kt$")
+
+
+def _caveats(spec: Spec, rs: ResolvedService, w: Workload, profile: Profile) -> tuple[str, ...]:
+    """What changes this service's speed that the model does not see, as the spec shows
+    it: said with the estimate, not folded into it."""
+    out: list[str] = []
+    args = " ".join(rs.service.args)
+    host_weights = sum(c.nbytes for c in w.chunks if c.device == HOST)
+    if reads_host(w):
+        room = spec.host.ram - spec.host.ram_reserve
+        if host_weights > room:
+            out.append(
+                f"weights in host RAM ({host_weights / 2**30:,.0f} GiB) exceed the RAM "
+                f"left ({room / 2**30:,.0f} GiB): pages come from disk, far slower than this"
+            )
+        if any(_TRELLIS.match(e.type.lower()) for e in profile.entries):
+            out.append(
+                "trellis types (IQ*_KT) are compute-bound on a CPU: host layers of them "
+                "decode slower than this"
+            )
+        if re.search(r"(^|\s)(-rtr|--run-time-repack)\b", args):
+            out.append("-rtr repacks host weights at load: its effect on decode is not modelled")
+        if re.search(r"(^|\s)--numa\b", args):
+            out.append("--numa: NUMA placement is not modelled (one node's bandwidth assumed)")
+        threads = rs.threads
+        if threads is not None and threads > spec.host.cpu.cores:
+            out.append(
+                f"{threads} threads on {spec.host.cpu.cores} cores: decode often slows past "
+                "the cores; the model does not see thread count"
+            )
+    return tuple(out)
+
+
+def plan_at_depth(plan: Plan, depth: int) -> Plan:
+    """PLAN with every service's speed figured at DEPTH (``layoutgen plan --depth``)."""
+    services = tuple(
+        replace(sp, speed=at_depth(sp.speed, depth)) if isinstance(sp.speed, SpeedPlan) else sp
+        for sp in plan.services
+    )
+    return replace(plan, services=services)
+
+
+def at_depth(s: SpeedPlan, depth: int) -> SpeedPlan:
+    """S figured again at DEPTH context tokens (``layoutgen plan --depth``); S itself
+    where it carries no way to (a plan read back from JSON)."""
+    if s.depth == depth or s.at_depth is None:
+        return s
+    return s.at_depth(depth)
 
 
 def _prefill(m: Machine, w: Workload, ubatch: int) -> float | None:

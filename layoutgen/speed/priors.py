@@ -1,0 +1,79 @@
+"""The efficiencies a machine gets before it is calibrated, fitted on tests/speed_data.
+
+Three priors, one per kind of figure, each the median over the machines of the fitting
+set (``tests/speed_data/*.yaml``; the held-out results in ``tests/speed_data/heldout/``
+are never read here):
+
+- GPU memory: one efficiency fitted per machine whose results keep nothing in host RAM
+  (every layer on GPUs), over the GPUs' datasheet peaks;
+- host RAM, peak: one efficiency per machine that reads host RAM and gives its RAM as
+  channels x MT/s (or a peak), the GPUs at the GPU prior;
+- host RAM, measured: the same for machines whose owner gave a measured bandwidth
+  (``ram: {measured: ...}``: mlc, STREAM), so a measured figure is not scaled by the
+  efficiency a peak needs.
+
+``tests/test_speed_priors.py`` recomputes each and checks plan_speed's constants.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from layoutgen.speed import cases, model
+
+
+def _on(rec: cases.Record, gpu_eta: float | None) -> list[model.Measurement]:
+    return [
+        replace(x, machine=replace(x.machine, gpu_efficiency=gpu_eta)) for x in rec.measurements
+    ]
+
+
+def _by_machine(records: Sequence[cases.Record]) -> dict[str, list[cases.Record]]:
+    """Records grouped by machine (one machine may have a record per model)."""
+    out: dict[str, list[cases.Record]] = {}
+    for r in records:
+        out.setdefault(r.machine.name, []).append(r)
+    return out
+
+
+def gpu_fits(records: Sequence[cases.Record]) -> dict[str, float]:
+    """Machine -> GPU efficiency, for the machines whose results read nothing from
+    host RAM (one efficiency over all of a machine's results)."""
+    return {
+        name: model.fit([x for r in rs for x in r.measurements], target="gpu").efficiency
+        for name, rs in _by_machine(records).items()
+        if not any(r.host_reads for r in rs)
+    }
+
+
+def host_fits(records: Sequence[cases.Record], gpu_eta: float, basis: str) -> dict[str, float]:
+    """Machine -> host RAM efficiency (GPUs at GPU_ETA), for machines reading host RAM
+    whose bandwidth is of BASIS ("peak" or "measured")."""
+    return {
+        name: model.fit([x for r in rs for x in _on(r, gpu_eta)]).efficiency
+        for name, rs in _by_machine(records).items()
+        if any(r.host_reads for r in rs) and rs[0].host_basis == basis
+    }
+
+
+def priors(folder: Path) -> tuple[float, float, float | None]:
+    """(GPU, host peak, host measured) medians over FOLDER's machines; the last is None
+    without a machine that gives a measured bandwidth."""
+    records = cases.load_dir(folder)
+    gpu = statistics.median(gpu_fits(records).values())
+    peak = statistics.median(host_fits(records, gpu, "peak").values())
+    measured = host_fits(records, gpu, "measured")
+    return gpu, peak, statistics.median(measured.values()) if measured else None
+
+
+def main() -> int:
+    gpu, peak, measured = priors(Path("tests/speed_data"))
+    print(f"GPU {gpu:.3f}  host peak {peak:.3f}  host measured {measured}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,187 @@
+"""Issue 33 items 1-2: a measured host bandwidth is taken as measured, host RAM and GPU
+memory each have their own efficiency, a service with every layer on GPUs is estimated
+without a host bandwidth, and the depth is one the user asks (default 0, llama-bench's
+tg128), said in the plan."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_plan_speed import DENSE, _speed, _write
+
+from layoutgen.errors import InvalidInput
+from layoutgen.solve.plan import to_json, to_text
+from layoutgen.spec.validate import validate_file
+from layoutgen.speed import model, plan_speed
+from layoutgen.speed.model import HOST, Chunk, Machine, Memory, Workload
+
+from conftest import run_cli
+
+NO_CPU = DENSE.replace(", model: EPYC 9175F", "")
+# the tiny dense model's weights a token reads (test_plan_speed works them out by hand)
+WEIGHTS = 2 * (4 * 1024 * 1024 * 2 + 3 * 1024 * 4096 * 2 + 2 * 1024 * 4) + 1024 * 4
+WEIGHTS += 1024 * 1000 * 2
+KV = 2 * 2 * 8 * 128 * 2  # f16 K and V, 8 heads x 128, 2 layers, per context token
+
+
+def test_a_measured_bandwidth_is_taken_as_measured(tmp_path: Path) -> None:
+    text = NO_CPU.replace("  ram: 64GiB\n", "  ram: 64GiB\n  memory_bandwidth_measured: 60GB/s\n")
+    s = _speed(_write(tmp_path, text), "lane")
+    assert s.host_figure == "measured" and s.efficiency_basis == "prior"
+    assert s.efficiency == plan_speed.PRIOR_MEASURED_EFFICIENCY == 0.70
+    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.70 * 60e9) + 0.5e-3)
+    # the same figure written as a peak gets the peak's prior: a measured figure is not
+    # scaled as if it were a datasheet peak
+    peak = _speed(
+        _write(tmp_path, text.replace("memory_bandwidth_measured", "memory_bandwidth"), "p.yaml"),
+        "lane",
+    )
+    assert peak.host_figure == "peak" and peak.efficiency == plan_speed.PRIOR_EFFICIENCY
+    assert s.decode_tps / peak.decode_tps == pytest.approx(
+        (WEIGHTS / (0.38 * 60e9) + 0.5e-3) / (WEIGHTS / (0.70 * 60e9) + 0.5e-3)
+    )
+    plan = validate_file(_write(tmp_path, text, "m.yaml")).plan
+    assert "(host RAM η 0.7 prior x measured)" in to_text(plan)
+    doc = json.loads(to_json(plan))["services"]["lane"]["speed"]
+    assert doc["host_figure"] == "measured" and doc["efficiency"] == 0.7
+
+
+def test_a_written_efficiency_scales_the_measured_figure(tmp_path: Path) -> None:
+    text = NO_CPU.replace(
+        "  ram: 64GiB\n", "  ram: 64GiB\n  memory_bandwidth_measured: 60GB/s\n  efficiency: 0.9\n"
+    )
+    s = _speed(_write(tmp_path, text), "lane")
+    assert (s.efficiency, s.efficiency_basis, s.host_figure) == (0.9, "given", "measured")
+    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.9 * 60e9) + 0.5e-3)
+
+
+def test_peak_and_measured_together_are_refused_where_written(tmp_path: Path) -> None:
+    text = NO_CPU.replace(
+        "  ram: 64GiB\n",
+        "  ram: 64GiB\n  memory_bandwidth: 100GB/s\n  memory_bandwidth_measured: 60GB/s\n",
+    )
+    path = _write(tmp_path, text)
+    with pytest.raises(InvalidInput) as exc:
+        validate_file(path)
+    (d,) = exc.value.diagnostics
+    assert d.line == 2 and "give one of memory_bandwidth" in d.message  # at host
+    assert "memory_bandwidth_measured (a figure you measured" in d.message
+    result = run_cli(["validate", str(path)])
+    assert result.code == 1 and "Traceback" not in result.stdout + result.stderr
+
+
+GPU_ONLY = NO_CPU.replace(
+    '  podman: "5.4"\n',
+    '  podman: "5.4"\n  gpus:\n'
+    "    - {id: gpu0, index: 0, vram: 24GiB, reserve: 512MiB, bandwidth: 1000GB/s}\n",
+).replace("    threads: 8\n", "    threads: 8\n    gpus: [gpu0]\n")
+
+
+def test_every_layer_on_a_gpu_needs_no_host_bandwidth(tmp_path: Path) -> None:
+    s = _speed(_write(tmp_path, GPU_ONLY), "lane")
+    assert s.host_figure == "none" and s.host_bytes_per_token == 0 and s.host_demand == 0
+    assert (s.gpu_efficiency, s.gpu_efficiency_basis) == (plan_speed.PRIOR_GPU_EFFICIENCY, "prior")
+    # weights and no KV (depth 0) over the GPU's peak x the GPU prior: no host term
+    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.51 * 1000e9) + 0.5e-3)
+    text = to_text(validate_file(_write(tmp_path, GPU_ONLY, "g.yaml")).plan)
+    assert "(GPU η 0.51 prior); reads nothing from host RAM" in text
+
+
+def test_the_gpus_efficiency_is_their_own(tmp_path: Path) -> None:
+    text = GPU_ONLY.replace("  ram: 64GiB\n", "  ram: 64GiB\n  gpu_efficiency: 0.8\n")
+    s = _speed(_write(tmp_path, text), "lane")
+    assert (s.gpu_efficiency, s.gpu_efficiency_basis) == (0.8, "given")
+    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.8 * 1000e9) + 0.5e-3)
+    # host RAM's efficiency does not touch a GPU-only token
+    both = text.replace("  ram: 64GiB\n", "  ram: 64GiB\n  efficiency: 0.1\n")
+    assert _speed(_write(tmp_path, both, "b.yaml"), "lane").decode_tps == s.decode_tps
+
+
+def test_a_token_reading_host_ram_without_its_bandwidth_is_not_estimated(tmp_path: Path) -> None:
+    # one layer left on the CPU (-ngl 2 of 2 layers + output): a token reads host RAM,
+    # whose bandwidth is unknown
+    text = GPU_ONLY.replace("    gpus: [gpu0]\n", "    gpus: [gpu0]\n    gpu_layers: 2\n")
+    v = validate_file(_write(tmp_path, text))
+    assert v.plan.service("lane").speed is None
+    assert "decode speed" not in to_text(v.plan)
+
+
+def test_host_and_gpu_efficiencies_apply_to_their_own_bytes() -> None:
+    m = Machine(
+        "m", (Memory(HOST, 100e9, 1e18), Memory("CUDA0", 1000e9, 1e18)), 0.5, gpu_efficiency=0.8
+    )
+    w = Workload((Chunk(HOST, 0, 1e9, 1.0), Chunk("CUDA0", 1, 4e9, 1.0)), 1, 1)
+    b = model.decode(m, w, 0)
+    assert b.device_seconds == pytest.approx({HOST: 1e9 / 50e9, "CUDA0": 4e9 / 800e9})
+    # without a GPU efficiency of its own the machine has one constant (the old fits)
+    one = model.decode(Machine("m", m.memories, 0.5), w, 0)
+    assert one.device_seconds["CUDA0"] == pytest.approx(4e9 / 500e9)
+
+
+def test_fit_gpu_target_fits_the_gpus_only() -> None:
+    m = Machine("m", (Memory(HOST, 100e9, 1e18), Memory("CUDA0", 1000e9, 1e18)), 0.5)
+    w = Workload((Chunk("CUDA0", 0, 4e9, 1.0),), 1, 1)
+    truth = model.decode(model.with_eta(m, 0.7, "gpu"), w, 0).tps
+    found = model.fit([model.Measurement("x", m, w, 0, truth)], target="gpu")
+    assert found.efficiency == pytest.approx(0.7, rel=1e-6)
+
+
+# --- depth -------------------------------------------------------------------------------
+
+
+def test_plan_depth_gives_the_speed_there_and_at_depth_0(tmp_path: Path) -> None:
+    path = _write(tmp_path, DENSE)
+    base = run_cli(["plan", str(path)])
+    assert base.code == 0 and "tok/s at depth 0, estimated" in base.stdout
+    assert "depth 0 is llama-bench tg128's, plan --depth N for another" in base.stdout
+    deep = run_cli(["plan", "--depth", "2048", str(path)])
+    assert deep.code == 0, deep.stderr
+    s0 = _speed(path, "lane")
+    assert f"tok/s at depth 2,048 ({s0.decode_tps:.1f} at depth 0), estimated" in deep.stdout
+    doc = json.loads(run_cli(["plan", "--json", "--depth", "2048", str(path)]).stdout)
+    speed = doc["services"]["lane"]["speed"]
+    assert speed["depth"] == 2048 and speed["decode_tps_depth0"] == round(s0.decode_tps, 2)
+    assert speed["decode_tps"] < speed["decode_tps_depth0"]  # 2,048 tokens of KV more
+    assert speed["host_bytes_per_token"] == pytest.approx(WEIGHTS + KV * 2048, abs=1)
+    bad = run_cli(["plan", "--depth", "-1", str(path)])
+    assert bad.code == 2
+
+
+# --- what the model does not see, said --------------------------------------------------
+
+
+def test_what_the_model_cannot_see_is_stated(tmp_path: Path) -> None:
+    text = DENSE.replace("    threads: 8\n", "    threads: 32\n    args: [--numa, distribute]\n")
+    s = _speed(_write(tmp_path, text), "lane")
+    said = " | ".join(s.caveats)
+    assert "--numa: NUMA placement is not modelled" in said
+    assert "32 threads on 16 cores" in said
+    out = to_text(validate_file(_write(tmp_path, text, "c.yaml")).plan)
+    assert "    not modelled: --numa: NUMA placement" in out
+    doc = json.loads(to_json(validate_file(_write(tmp_path, text, "j.yaml")).plan))
+    assert doc["services"]["lane"]["speed"]["caveats"] == list(s.caveats)
+    # a plain service says nothing of the kind
+    assert _speed(_write(tmp_path, DENSE, "plain.yaml"), "lane").caveats == ()
+
+
+def test_calibrate_on_a_gpu_only_service_fits_the_gpus_efficiency(tmp_path: Path) -> None:
+    spec = _write(tmp_path, GPU_ONLY)
+    # the run: 100 tokens after an empty prompt (mean depth 50) at a GPU efficiency of 0.8
+    truth = 1 / ((WEIGHTS + KV * 50) / (0.8 * 1000e9) + 0.5e-3)
+    ms = 100 / truth * 1000
+    log = tmp_path / "timing.log"
+    log.write_text(
+        "prompt eval time =      10.00 ms /     0 tokens\n"
+        f"       eval time = {ms:10.4f} ms /   100 tokens\n"
+    )
+    result = run_cli(["calibrate", str(log), str(spec), "--service", "lane"])
+    assert result.code == 0, result.stderr
+    assert "host.gpu_efficiency: 0.8" in result.stderr
+    text = spec.read_text()
+    assert "  gpu_efficiency: 0.8  # fitted by layoutgen calibrate from timing.log" in text
+    assert "\n  efficiency:" not in text  # host RAM's is not what that run measured
+    s = _speed(spec, "lane")
+    assert (s.gpu_efficiency, s.gpu_efficiency_basis) == (0.8, "given")
+    assert s.decode_tps == pytest.approx(1 / (WEIGHTS / (0.8 * 1000e9) + 0.5e-3))  # depth 0
