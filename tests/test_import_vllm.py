@@ -42,6 +42,7 @@ def test_vllm_serve_becomes_a_vllm_service() -> None:
         "ctx": 32768,
         "gpus": ["gpu0", "gpu1"],
         "parallel": 4,
+        "max_num_seqs": 4,
         "batch": 4096,
         "kv_cache_dtype": "fp8",
         "speculative": {"method": "mtp", "num_tokens": 3},

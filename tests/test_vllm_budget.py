@@ -9,6 +9,7 @@ peak, and the CUDA context counted once, by release.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -115,3 +116,119 @@ def test_a_release_that_budgets_its_context_gets_no_overhead_beside_it(tmp_path:
         (check,) = sp.budget.start
         gpu = v.spec.host.gpus[0]
         assert check.free == gpu.vram - gpu.reserve - part.overhead
+
+
+# --- max_num_seqs, its own key (issue 35 item 2) ------------------------------------------
+
+
+def test_vllm_default_max_num_seqs_by_release_and_gpu() -> None:
+    h100, a100, l40s = 79 * vm.GiB, 79 * vm.GiB, 44 * vm.GiB
+
+    def seqs(version: str, total: int, name: str | None, batch: int = 2048) -> int:
+        return vm.default_max_num_seqs(version, total, name, batch)
+
+    assert seqs("0.7.3", h100, "NVIDIA H100 80GB HBM3") == 256  # V0
+    assert seqs("0.8.2", l40s, "NVIDIA L40S") == 1024  # 0.8.0-0.8.4: every GPU
+    assert seqs("0.8.5", l40s, "NVIDIA L40S") == 256
+    assert seqs("0.8.5", a100, "NVIDIA A100-SXM4-80GB") == 1024  # no A100 rule yet
+    assert seqs("0.9.0", a100, "NVIDIA A100-SXM4-80GB") == 256
+    assert seqs("0.10.1.1", h100, "NVIDIA H100 80GB HBM3", batch=512) == 1024
+    assert seqs("0.10.2", h100, "NVIDIA H100 80GB HBM3", batch=512) == 512  # min(., batch)
+    assert seqs("0.11.0", h100, None) == 1024  # unnamed: the larger, errs high
+
+
+def test_unwritten_max_num_seqs_is_vllms_default_and_the_kv_holds_parallel(
+    tmp_path: Path,
+) -> None:
+    """The scheduler's limit and the KV's requests apart: without max_num_seqs the plan
+    renders vLLM 0.11.0's default for a 95 GiB card (1,024) and sizes the profile run's
+    sampler for it, while the KV cache still holds 'parallel' (the worker role's 2)
+    requests of ctx tokens."""
+    unwritten = CHAT.replace("    max_num_seqs: 2\n", "")
+    assert unwritten != CHAT
+    sp = plan(tmp_path, unwritten).plan.service("chat")
+    two = plan(tmp_path, CHAT).plan.service("chat")
+    b, b2 = sp.budget, two.budget
+    assert b is not None and b2 is not None
+    argv = list(sp.argv)
+    assert argv[argv.index("--max-num-seqs") + 1] == "1024"
+    assert b.max_num_seqs == 1024 and b.parallel == 2
+    assert b.term("kv") == b2.term("kv") and b.kv_tokens == 65536
+    # the sampler's 1,024 rows of 128,256 logits now set the activation peak
+    assert b.term("activation") >= 1024 * 128256 * vm.SAMPLER_BYTES_PER_LOGIT
+    assert b.term("activation") > 10 * b2.term("activation")
+
+
+def test_max_num_seqs_above_batch_is_refused_where_written(tmp_path: Path) -> None:
+    from test_vllm_plan import refused
+
+    (error,) = refused(tmp_path, CHAT.replace("max_num_seqs: 2", "max_num_seqs: 4096"))
+    assert "spec.yaml:" in error and "services.chat.max_num_seqs: 4096 requests" in error
+    assert "write max_num_seqs: 2048 or less, or batch: 4096 or more" in error
+
+
+def test_speculative_decoding_doubles_the_sampler_rows() -> None:
+    service = vm.VllmService(
+        gpu_total_bytes=16 * vm.GiB,
+        max_model_len=32768,
+        max_num_seqs=256,
+        max_num_batched_tokens=2048,
+        version="0.19.2",
+        spec_tokens=3,
+    )
+    # one draft token a request in the dummy rejection-sampler run, whatever num_tokens
+    assert vm.sampler_rows(service) == 512
+    assert vm.sampler_rows(replace(service, spec_tokens=0)) == 256
+    assert vm.sampler_rows(replace(service, max_num_seqs=4096)) == 4096  # min(seqs, tokens) x 2
+
+
+# --- one KV capacity figure (issue 35 item 3) ---------------------------------------------
+
+#: a Gated DeltaNet hybrid shaped as Qwen3.6-27B at TP 2: 16 full-attention layers with 4 KV
+#: heads of 256, 48 linear-attention layers whose state takes a 400-token attention page
+HYBRID = vm.VllmModel(
+    n_layer=16,
+    n_head_kv=4,
+    head_dim_k=256,
+    head_dim_v=256,
+    hidden_size=5120,
+    intermediate_size=17408,
+    vocab_size=248320,
+    weights_bytes=0,
+    dtype_bytes=2,
+    mamba_layers=48,
+    mamba_state_bytes=400 * 2 * 256 * 2 * 2 - 1000,
+)
+
+
+def test_a_hybrid_models_capacity_agrees_with_its_concurrency() -> None:
+    service = vm.VllmService(
+        gpu_total_bytes=16 * vm.GiB,
+        max_model_len=262144,
+        max_num_seqs=1,
+        max_num_batched_tokens=2048,
+        version="0.19.2",
+        tensor_parallel_size=2,
+    )
+    assert vm.effective_block_size(HYBRID, service) == 400
+    one = vm.kv_needed_one_request(HYBRID, service)
+    blocks, logged, concurrency = vm.kv_capacity(HYBRID, service, one)
+    assert concurrency == pytest.approx(1.0)
+    # 0.20 and before log num_blocks // 4 groups x block: a quarter of what the pool holds
+    assert logged == blocks // 4 * 400 and logged < 262144 // 3
+    # the plan's figure, and vLLM's own from 0.21.0: concurrency x max_model_len
+    assert vm.capacity_tokens(service, concurrency) == 262144
+    newer = replace(service, version="0.21.0")
+    assert vm.kv_capacity(HYBRID, newer, one)[1] == 262144
+
+
+def test_seed_004_states_one_capacity_per_service() -> None:
+    from layoutgen.spec.validate import validate_file
+
+    root = Path(__file__).resolve().parent.parent
+    v = validate_file(root / "layouts" / "vllm-tower-seed004.yaml", "vllm-tower-seed004.yaml")
+    for name in ("genesis", "aeon"):
+        b = v.plan.service(name).budget
+        assert b is not None
+        assert b.kv_tokens == int(b.max_concurrency * b.max_model_len)
+        assert b.kv_tokens == b.parallel * b.max_model_len  # KV sized for parallel requests

@@ -91,6 +91,7 @@ CHAT = """\
     role: worker
     port: 8000
     ctx: 32768
+    max_num_seqs: 2
     gpus: [gpu0]
 """
 

@@ -236,6 +236,8 @@ def vllm_spec(
         else "no --max-num-seqs: vLLM's default (256; some releases raise "
         "it on large GPUs): write what yours ran",
     )
+    if parallel:  # the scheduler's limit too; the KV holds 'parallel' requests
+        out.put("max_num_seqs", parallel)
     batch = _number(text("batch")) if "batch" in last else None
     out.put(
         "batch",

@@ -4,9 +4,10 @@ vLLM does not place tensors: each tensor-parallel worker loads its share of
 the weights, profiles one forward pass, and takes KV blocks from a budget
 (``--gpu-memory-utilization`` x the card, or exactly
 ``--kv-cache-memory-bytes`` where the release has that flag).  layoutgen
-turns that around: the spec says how many requests (``parallel`` =
-``--max-num-seqs``) of how many tokens (``ctx`` = ``--max-model-len``) must
-fit, the KV cache is sized for them in whole blocks, and the budget is the
+turns that around: the spec says how many requests (``parallel``) of how
+many tokens (``ctx`` = ``--max-model-len``) the KV cache must hold at once
+(``max_num_seqs`` = ``--max-num-seqs``, vLLM's default unless written, is how
+many its scheduler runs), the KV cache is sized for them in whole blocks, and the budget is the
 weights share + activation peak + non-torch memory (+ CUDA graphs where the
 release counts them in the budget) + that KV cache.  The memory terms come
 from :mod:`layoutgen.runtimes.vllm_memory`; this module holds what the
@@ -19,7 +20,6 @@ Read from the vLLM wheels 0.8.5 … 0.33.0 (see vllm_memory's docstring).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from collections.abc import Sequence
@@ -131,7 +131,14 @@ class Vllm(Runtime):
     SHM_SIZE: ClassVar[str | None] = "2g"
     READ_FROM: ClassVar[str] = f"vLLM {NEWEST} wheel (vllm/v1/worker/gpu_worker.py)"
     SERVICE_KEYS: ClassVar[frozenset[str]] = frozenset(
-        {"kv_cache_dtype", "enforce_eager", "env", "served_model_name", "speculative"}
+        {
+            "kv_cache_dtype",
+            "enforce_eager",
+            "env",
+            "served_model_name",
+            "speculative",
+            "max_num_seqs",
+        }
     )
     INSTEAD: ClassVar[dict[str, str]] = {
         "cache_type_k": "use 'kv_cache_dtype:' (auto, fp8, fp8_e4m3 or fp8_e5m2)",
@@ -148,7 +155,7 @@ class Vllm(Runtime):
     OWNED_FLAGS: ClassVar[tuple[tuple[tuple[str, ...], str], ...] | None] = (
         (("--model",), "set the model under 'models:' and 'model:'"),
         (("--max-model-len",), "use 'ctx:' (one request's tokens; 0: the trained context)"),
-        (("--max-num-seqs",), "use 'parallel:'"),
+        (("--max-num-seqs",), "use 'max_num_seqs:'"),
         (("--max-num-batched-tokens",), "use 'batch:'"),
         (("-tp", "--tensor-parallel-size"), "use 'gpus:' (one tensor-parallel rank per GPU)"),
         (
@@ -363,8 +370,11 @@ def plan_budget(
     lora: int = 0,
     lora_exact: bool = True,
     spec: int = 0,
+    parallel: int | None = None,
 ) -> Budget:
-    """The budget for ``max_num_seqs`` requests of ``max_model_len`` tokens.
+    """The budget for ``parallel`` requests of ``max_model_len`` tokens (default
+    ``max_num_seqs``), with vLLM's scheduler admitting ``max_num_seqs`` at once: that
+    sizes the dummy sampler's rows and the CUDA graphs' batch sizes, not the KV cache.
 
     ``totals``: each GPU's total memory.  ``room``: the most the budget may
     take on the tightest of them beside everything else; when what that leaves
@@ -386,14 +396,13 @@ def plan_budget(
         spec_tokens=spec,
     )
     weights = vm.Term(math.ceil(model.weights_bytes / tp), vm.Basis.EXACT)
-    # speculative decoding: the sampler scores num_tokens + 1 rows a sequence (the
-    # rejection sampler's target logits), and the proposer keeps its own buffers
-    rows = min(max_num_seqs * (spec + 1), max_num_batched_tokens)
-    sampled = dataclasses.replace(service, max_num_seqs=rows) if spec else service
+    # speculative decoding: the rejection sampler's rows (vm.sampler_rows), and the
+    # proposer's own buffers
     activation = vm.Term(
-        vm.activation_estimate(model, sampled) + vm.speculative_extra(model, service, spec),
+        vm.activation_estimate(model, service) + vm.speculative_extra(model, service, spec),
         vm.Basis.ESTIMATED,
     )
+    requests = max_num_seqs if parallel is None else parallel
     lora_term = vm.Term(lora, vm.Basis.EXACT if lora_exact else vm.Basis.ESTIMATED)
     non_torch = vm.Term(vm.non_torch_estimate(service), vm.Basis.UPPER_BOUND)
     outside_nccl = vm.nccl_outside(service)
@@ -409,7 +418,7 @@ def plan_budget(
     one = vm.kv_needed_one_request(model, service)
     # whole blocks per request, for every request, and the block pool's null block
     # (BlockPool: block 0 is never handed out)
-    kv_asked = max_num_seqs * one + slot
+    kv_asked = requests * one + slot
     # graphs outside the budget (before 0.20) and NCCL buffers taken before the
     # snapshot (from 0.11) are still this GPU's memory: the room for KV is what is
     # left after them too, as the fit check counts them
@@ -431,7 +440,8 @@ def plan_budget(
             milli, rounded_up = milli + 1, True
         kv = vm.Term(min(t * milli // 1000 for t in totals) - before_kv, vm.Basis.ESTIMATED)
         budget = before_kv + kv.bytes
-    _, tokens, concurrency = vm.kv_capacity(model, service, max(kv.bytes - slot, 0))
+    _, _, concurrency = vm.kv_capacity(model, service, max(kv.bytes - slot, 0))
+    tokens = vm.capacity_tokens(service, concurrency)
     return Budget(
         service=service,
         weights=weights,

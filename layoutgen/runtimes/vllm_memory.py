@@ -277,12 +277,22 @@ def effective_block_size(model: VllmModel, service: VllmService) -> int:
     return math.ceil(tokens / 16) * 16
 
 
-def kv_capacity(model: VllmModel, service: VllmService, available: int) -> tuple[int, int, float]:
-    """(blocks, tokens, max concurrency) for ``available`` KV bytes on one GPU.
+#: the first release whose "GPU KV cache size" is ``max concurrency x max_model_len``
+#: (``_report_kv_cache_config`` of the 0.21.0 wheel; 0.20.0 logs ``num_blocks //
+#: n_groups x block_size``, which for hybrid and sliding-window models counts every
+#: group's blocks as if each group took an equal share of the pool)
+CAPACITY_FROM_CONCURRENCY = (0, 21)
 
-    V1: ``num_blocks = available // page_size // group_size``; tokens =
-    ``num_blocks // n_groups * block_size``; concurrency = blocks / blocks one
-    max_model_len request needs across groups.  V0: one cache of all layers.
+
+def kv_capacity(model: VllmModel, service: VllmService, available: int) -> tuple[int, int, float]:
+    """(blocks, tokens, max concurrency) for ``available`` KV bytes on one GPU, tokens
+    as the release logs them.
+
+    V1: ``num_blocks = available // page_size // group_size``; concurrency = blocks /
+    blocks one max_model_len request needs across groups (one pool serves them all);
+    tokens = ``concurrency x max_model_len`` from 0.21.0, ``num_blocks // n_groups x
+    block_size`` before (the same figure for a model of one group).  The plan's figure
+    is :func:`capacity_tokens`, the same in every release.  V0: one cache of all layers.
     """
     block = effective_block_size(model, service)
     page = block * kv_bytes_per_token_layer(model, service)
@@ -294,9 +304,20 @@ def kv_capacity(model: VllmModel, service: VllmService, available: int) -> tuple
         return 0, 0, 0.0
     group_size = groups[0][1]
     blocks = max(0, available // page // group_size)
-    tokens = blocks // len(groups) * block
     per_request = sum(_blocks_per_request(model, service, kind, block) for kind, _ in groups)
-    return blocks, tokens, blocks / per_request
+    concurrency = blocks / per_request
+    if version_tuple(service.version) >= CAPACITY_FROM_CONCURRENCY:
+        return blocks, capacity_tokens(service, concurrency), concurrency
+    return blocks, blocks // len(groups) * block, concurrency
+
+
+def capacity_tokens(service: VllmService, concurrency: float) -> int:
+    """The tokens of context the KV pool holds with every request at max_model_len:
+    ``max concurrency x max_model_len`` (vLLM's own figure from 0.21.0).  One figure for
+    every model: a hybrid model's recurrent state and a sliding window's blocks are in
+    the concurrency, so tokens and concurrency never disagree (issue 35: 65,600 tokens
+    beside a concurrency of 1.00 at 262,144)."""
+    return int(concurrency * service.max_model_len)
 
 
 def _blocks_per_request(model: VllmModel, service: VllmService, kind: str, block: int) -> int:
@@ -354,17 +375,56 @@ def activation_estimate(model: VllmModel, service: VllmService) -> int:
     """The profiling run's torch peak above the weights: forward pass or sampler, larger.
 
     ``profile_run``: ``_dummy_run(max_num_batched_tokens)`` then
-    ``_dummy_sampler_run`` on ``min(max_num_seqs, tokens)`` rows of full-vocab
-    logits while the hidden states of all tokens are still alive.
+    ``_dummy_sampler_run`` on :func:`sampler_rows` rows of full-vocab logits while
+    the hidden states of all tokens are still alive.
     """
     tokens = service.max_num_batched_tokens
     forward = tokens * forward_bytes_per_token(model, service.tensor_parallel_size)
-    rows = min(service.max_num_seqs, tokens)
+    rows = sampler_rows(service)
     sampler = (
         rows * model.vocab_size * SAMPLER_BYTES_PER_LOGIT
         + tokens * model.hidden_size * model.dtype_bytes
     )
     return max(int(forward * ACTIVATION_MARGIN), sampler)
+
+
+def default_max_num_seqs(
+    version: str, gpu_total_bytes: int, gpu_name: str | None, max_num_batched_tokens: int
+) -> int:
+    """vLLM's ``--max-num-seqs`` when none is given, for ``vllm serve`` on a CUDA GPU
+    (``EngineArgs._set_default_args_v1``, read in each wheel's vllm/engine/arg_utils.py):
+
+    * before 0.8.0 (V0): 256;
+    * 0.8.0-0.8.4: 1,024 on every GPU;
+    * 0.8.5: 1,024 on a GPU of 70 GiB or more, else 256;
+    * 0.9.0 on: 1,024 on a GPU of 70 GiB or more whose name does not say A100, else 256
+      (PR #17885: A100s keep the smaller batch);
+    * 0.10.2 on: at most ``max_num_batched_tokens``.
+
+    ``gpu_name`` is the NVML name (``host.gpus[].name``); unnamed, a large card is
+    taken as not an A100 (the larger default: the activation estimate errs high)."""
+    release = version_tuple(version)
+    if release < (0, 8):
+        return 256
+    large = gpu_total_bytes >= 70 * GiB
+    if release >= (0, 9) and "a100" in (gpu_name or "").lower():
+        large = False
+    if release < (0, 8, 5):
+        large = True
+    seqs = 1024 if large else 256
+    if release >= (0, 10, 2):
+        seqs = min(seqs, max_num_batched_tokens)
+    return seqs
+
+
+def sampler_rows(service: VllmService) -> int:
+    """Rows of logits at the dummy sampler's peak: ``min(max_num_seqs, tokens)`` requests
+    (``_dummy_run`` keeps one logit row a request); with speculative decoding the
+    rejection sampler then scores one draft token a request beside the bonus token, so
+    twice as many (``_dummy_sampler_run`` of the 0.20.0 wheel: ``draft_token_ids =
+    [[0] for _ in range(num_reqs)]``, logits of ``num_tokens + num_reqs`` rows)."""
+    rows = min(service.max_num_seqs, service.max_num_batched_tokens)
+    return 2 * rows if service.spec_tokens else rows
 
 
 def nccl_before_snapshot(service: VllmService) -> bool:

@@ -54,7 +54,8 @@ def budget(
         model,
         [vram[g] for g in gpus],
         max_model_len=max_model_len(rs, profile),
-        max_num_seqs=rs.parallel,
+        max_num_seqs=max_num_seqs(spec, rs),
+        parallel=rs.parallel,
         max_num_batched_tokens=rs.batch,
         kv_cache_dtype=svc.kv_cache_dtype or "auto",
         enforce_eager=bool(svc.enforce_eager),
@@ -64,6 +65,21 @@ def budget(
         spec=spec_tokens,
     )
     return found, gpus, names
+
+
+def max_num_seqs(spec: Spec, rs: ResolvedService) -> int:
+    """``max_num_seqs``, else vLLM's default for the release and the smallest of the
+    service's GPUs (:func:`~layoutgen.runtimes.vllm_memory.default_max_num_seqs`),
+    rendered either way; never below ``parallel`` (the KV cache holds ``parallel``
+    requests because the scheduler may run that many)."""
+    if rs.service.max_num_seqs is not None:
+        return rs.service.max_num_seqs
+    rt = spec.runtimes[rs.service.runtime].rules()
+    assert isinstance(rt, Vllm)
+    by_id = {g.id: g for g in spec.host.gpus}
+    smallest = min((by_id[g] for g in rs.gpus), key=lambda g: g.vram)
+    seqs = vm.default_max_num_seqs(rt.release_text, smallest.vram, smallest.name, rs.batch)
+    return max(seqs, rs.parallel)
 
 
 def context_outside(spec: Spec, rs: ResolvedService) -> int:
@@ -143,6 +159,14 @@ def service_plan(
     missing = _mtp_missing(rs, profile)
     if missing is not None:
         return missing
+    seqs = rs.service.max_num_seqs
+    if seqs is not None and seqs > rs.batch:
+        return Problem(
+            ("services", rs.name, "max_num_seqs"),
+            f"services.{rs.name}.max_num_seqs: {seqs} requests at once is more than batch "
+            f"({rs.batch}, --max-num-batched-tokens), which vLLM refuses; write "
+            f"max_num_seqs: {rs.batch} or less, or batch: {seqs} or more",
+        )
     gpus = device_order(spec, rs.gpus)[0]
     limits = {g.id: g.vram - g.reserve for g in spec.host.gpus}
     context = context_outside(spec, rs)
@@ -196,6 +220,7 @@ def service_plan(
     plan = BudgetPlan(
         max_model_len=b.service.max_model_len,
         max_num_seqs=b.service.max_num_seqs,
+        parallel=rs.parallel,
         tensor_parallel_size=len(gpus),
         terms=terms,
         cudagraph_in_budget=b.cudagraph_in_budget,

@@ -80,6 +80,9 @@ class BudgetPlan:
     kv_tokens: int
     max_concurrency: float
     start: tuple[StartCheck, ...] = ()
+    #: requests of max_model_len the KV cache holds (``parallel``; max_num_seqs is the
+    #: scheduler's limit, which may be larger)
+    parallel: int = 0
 
     def term(self, name: str) -> int:
         return next(b for n, b, _ in self.terms if n == name)
@@ -418,6 +421,7 @@ def _budget_json(b: BudgetPlan) -> dict[str, Any]:
     return {
         "max_model_len": b.max_model_len,
         "max_num_seqs": b.max_num_seqs,
+        "parallel": b.parallel or b.max_num_seqs,
         "tensor_parallel_size": b.tensor_parallel_size,
         "per_gpu": {name: value for name, value, _ in b.terms},
         "basis": {name: basis for name, _, basis in b.terms},
@@ -447,7 +451,8 @@ def _budget_text(name: str, b: BudgetPlan) -> list[str]:
         + (", NCCL" if b.tensor_parallel_size > 1 and not b.term_or_zero("nccl") else ""),
         "nccl": "allocated before vLLM's snapshot: outside the budget, beside the CUDA context",
         "cudagraph": "in the budget" if b.cudagraph_in_budget else "after the budget, outside it",
-        "kv": f"{b.max_num_seqs} x {b.max_model_len:,} tokens in {b.block_size}-token blocks"
+        "kv": f"{b.parallel or b.max_num_seqs} x {b.max_model_len:,} tokens in "
+        f"{b.block_size}-token blocks"
         + (", + the null block" if b.kv_cache_memory_bytes is not None else ", what is left"),
     }
     tp = b.tensor_parallel_size

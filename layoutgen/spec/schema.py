@@ -1026,6 +1026,15 @@ class Service(Strict):
     enforce_eager: bool | None = Field(
         default=None, description="vllm: --enforce-eager, no CUDA graphs (default false)"
     )
+    max_num_seqs: int | None = Field(
+        default=None,
+        ge=1,
+        le=65536,
+        description="vllm: --max-num-seqs, the requests its scheduler runs at once (sizes "
+        "the profile run's sampler and the CUDA graphs); default vLLM's for the release and "
+        "GPU (256, or 1024 on a 70 GiB+ card that is not an A100). The KV cache holds "
+        "'parallel' requests of 'ctx' tokens",
+    )
     env: dict[EnvName, EnvValue] = Field(
         default_factory=dict,
         max_length=64,
