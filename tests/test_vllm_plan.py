@@ -446,6 +446,9 @@ def test_api_key_file_is_refused_on_vllm(tmp_path: Path) -> None:
 def test_old_vllm_versions_are_refused(tmp_path: Path) -> None:
     (error,) = refused(tmp_path, CHAT, "0.6.4")
     assert "runtimes.vllm.version" in error and "V0 engine" in error
+    # what to do: the release to move to, and how to write it
+    assert 'move to vLLM 0.9.2 or later (write version: "0.9.2"' in error
+    assert "docker.io/vllm/vllm-openai:v0.9.2" in error
 
 
 def test_no_version_plans_with_the_newest_rules(tmp_path: Path) -> None:
