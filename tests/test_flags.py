@@ -304,19 +304,21 @@ def test_vllm_values_are_read_as_argparse_reads_them(tmp_path: Path) -> None:
     assert "--compilation-config.level changes the CUDA graphs" in errors[0]
 
 
-def test_a_bare_fa_at_the_end_on_the_cpu_is_refused_whatever_flags_fa_form_says(
-    tmp_path: Path,
-) -> None:
-    """ik before 3928 reads a bare -fa as on; the plan reads no value after it and plans
-    a CPU-only service with flash attention off: the server would run otherwise."""
+def test_a_bare_fa_on_a_build_that_reads_no_value_is_planned_on(tmp_path: Path) -> None:
+    """ik before 3928 reads a bare -fa as on (its default was off): the plan reads it
+    the same way, so a CPU-only service is sized with flash attention and its argv
+    keeps the bare -fa (no '-fa off' of layoutgen's after it)."""
+    from layoutgen.render.argv import flash_attn
+
     text = _spec("ik_llama.cpp", "3900", ["--jinja", "-fa"])
     text = text.replace("    gpus: [gpu0]\n", "    gpus: []\n")
     path = tmp_path / "spec.yaml"
     path.write_text(text)
-    with pytest.raises(InvalidInput) as exc:
-        validate_file(path)
-    errors = _errors(exc.value.diagnostics)
-    assert "a bare -fa turns flash attention on in ik_llama.cpp 3900" in errors[1]
+    v = validate_file(path)
+    (rs,) = [r for r in v.services if not r.gpus]
+    assert flash_attn(rs, v.spec.runtimes[rs.service.runtime].rules()) is True
+    argv = v.plan.service(rs.name).argv
+    assert argv.count("-fa") == 1 and "off" not in argv
 
 
 @pytest.mark.parametrize(

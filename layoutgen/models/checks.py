@@ -151,8 +151,8 @@ def _cache_types(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterator
             "layoutgen cannot size on ik_llama.cpp; use a llama.cpp runtime",
         )
     yield from _cache_blocks(rs, rt, profile)
-    if not flash_attn(rs) and rt.v_cache_needs_flash_attn(v):
-        told = flash_attn_arg(rs) is not None
+    if not flash_attn(rs, rt) and rt.v_cache_needs_flash_attn(v):
+        told = flash_attn_arg(rs, rt) is not None
         why = (
             "its args turn flash attention off"
             if told
@@ -188,7 +188,7 @@ def _cache_blocks(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterato
         ubatch=512,
         cache_type_k=rs.cache_type_k,
         cache_type_v=rs.cache_type_v,
-        flash_attn=flash_attn(rs),
+        flash_attn=flash_attn(rs, rt),
         mla=int(mla) if mla is not None and mla.isdigit() else None,
     )
     try:

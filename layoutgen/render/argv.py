@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 from layoutgen.render.mounts import container_path, model_volume
 from layoutgen.solve.override import Rule, expert_rules
@@ -21,6 +22,9 @@ from layoutgen.solve.placement import HOST
 from layoutgen.solve.plan import ServicePlan
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import ExpertsHost, ExpertsNCpuMoe, Rpc, Spec, Speculative
+
+if TYPE_CHECKING:
+    from layoutgen.runtimes.base import Runtime
 
 #: where a container finds its LoRA adapters (each mounted read-only by name), and the
 #: directories a daily update picks the newest adapter from
@@ -30,17 +34,21 @@ UPDATES_DIR = PurePosixPath("/adapter-updates")
 API_KEY_PATH = "/run/secrets/api-key"
 
 
-def flash_attn_arg(rs: ResolvedService) -> str | None:
-    """The value of the last ``-fa``/``--flash-attn`` in passthrough args, if any."""
+def flash_attn_arg(rs: ResolvedService, rt: Runtime | None = None) -> str | None:
+    """The value of the last ``-fa``/``--flash-attn`` in passthrough args, if any, as
+    RT's build reads it: where -fa takes no value (ik before 3928) the flag alone is
+    "on"."""
     value = None
     args = rs.service.args
+    if rt is not None and any(a in ("-fa", "--flash-attn") for a in args) and rt.fa_bare():
+        return "on"
     for i, arg in enumerate(args):
         if arg in ("-fa", "--flash-attn") and i + 1 < len(args):
             value = args[i + 1]
     return value
 
 
-def flash_attn(rs: ResolvedService) -> bool:
+def flash_attn(rs: ResolvedService, rt: Runtime | None = None) -> bool:
     """Whether the server runs with flash attention: the one answer argv and sizing share.
 
     The user's ``-fa`` decides (``auto`` counts as on: both runtimes enable
@@ -48,7 +56,7 @@ def flash_attn(rs: ResolvedService) -> bool:
     cache); otherwise layoutgen renders ``-fa on`` with GPUs and ``-fa off``
     on the CPU alone.
     """
-    value = flash_attn_arg(rs)
+    value = flash_attn_arg(rs, rt)
     if value is None:
         return bool(rs.gpus)
     return value not in ("off", "0", "false")
@@ -86,8 +94,8 @@ def server_argv(
     if len(rs.gpus) > 1:
         argv += ["-sm", rs.service.split_mode, "-ts", ",".join(map(_share, shares))]
     argv += rt.fit_off()
-    if flash_attn_arg(rs) is None:
-        argv += rt.flash_attn_flags(flash_attn(rs))
+    if flash_attn_arg(rs, rt) is None:
+        argv += rt.flash_attn_flags(flash_attn(rs, rt))
     argv += _overrides(plan)
     argv += _experts(rs, plan)
     if rs.mlock:

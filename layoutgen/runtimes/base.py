@@ -285,6 +285,10 @@ class Runtime:
         """Flags that turn flash attention on or off, as this build spells them."""
         raise NotImplementedError
 
+    def fa_bare(self) -> bool:
+        """Whether this build's -fa takes no value (the flag alone turns it on)."""
+        return False
+
     def fit_off(self) -> list[str]:
         """Flags that stop the runtime re-fitting the placement on its own."""
         return []

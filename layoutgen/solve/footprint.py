@@ -115,7 +115,7 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         ubatch=rs.ubatch,
         cache_type_k=rs.cache_type_k,
         cache_type_v=rs.cache_type_v,
-        flash_attn=flash_attn(rs),
+        flash_attn=flash_attn(rs, rt),
         mla=int(mla) if mla is not None and mla.isdigit() else None,
         swa_full="--swa-full" in args,
         kv_unified=rt.kv_unified(any(a in ("-kvu", "--kv-unified") for a in args)),

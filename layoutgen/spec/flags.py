@@ -863,17 +863,20 @@ def _flash_attn(
     """``-fa`` as the build reads it, against what the plan reads
     (layoutgen.render.argv.flash_attn: the value after the last -fa, else on with
     GPUs)."""
+    from layoutgen import runtimes
     from layoutgen.render.argv import flash_attn
 
+    # the plan reads -fa as the spec's build does (a bare -fa is on before ik 3928)
+    rt = runtimes.get(kind, str(build)) if build is not None and kind != "vllm" else None
     if not values:
-        # a bare -fa: on in the builds that read no value.  The plan reads the word
-        # after -fa as its value: none (the last argument) leaves flash attention off
-        # on the CPU alone, a word such as 'off' (the newer form) too
+        # a bare -fa: on in the builds that read no value.  Without a build the plan
+        # reads the word after -fa as its value: none (the last argument) leaves flash
+        # attention off on the CPU alone, a word such as 'off' (the newer form) too
         from layoutgen.render.argv import flash_attn_arg
 
-        if flash_attn(rs):
+        if flash_attn(rs, rt):
             return
-        last = flash_attn_arg(rs) is None
+        last = flash_attn_arg(rs, rt) is None
         severity = Severity.ERROR if last else FA_FORM
         if severity is not None:
             yield Problem(

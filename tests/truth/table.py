@@ -32,6 +32,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from layoutgen import runtimes
 from layoutgen.calibrate.startlog import read_log
 from layoutgen.errors import InvalidInput
 from layoutgen.models.profile import dump_profile
@@ -327,7 +328,13 @@ def spec_for(
         }
         for i, x in enumerate(shares)
     ]
+    # flash attention as the record's build spells it: a bare -fa (on; off by default)
+    # on ik before 3928, -fa on|off since (the command the run had, build or none)
     args: list[str] = ["-fa", "on" if _fa(s.get("flash_attn")) else "off"]
+    build = version(record)
+    ik = record.get("runtime") == "ik_llama.cpp"
+    if ik and build is not None and runtimes.get("ik_llama.cpp", build).fa_bare():
+        args = ["-fa"] if _fa(s.get("flash_attn")) else []
     if record.get("runtime") == "ik_llama.cpp":
         if s.get("mla") is not None:
             args += ["-mla", str(s["mla"])]

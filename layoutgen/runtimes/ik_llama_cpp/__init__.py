@@ -378,6 +378,11 @@ class IkLlamaCpp(Runtime):
             return [] if on else ["-no-fa"]
         return ["-fa"] if on else []
 
+    def fa_bare(self) -> bool:
+        """-fa alone turned flash attention on until build 3927 (common.cpp; the
+        default was off); from 3985 it reads on|off|auto."""
+        return not self.follows("flash-attn-by-default")
+
     def reasoning_off(self) -> list[str]:
         return ["--reasoning-budget", "0"] if self.follows("reasoning-budget") else []
 
