@@ -256,3 +256,44 @@ def test_v0_logs_do_not_allow_planning_v0_so_it_is_refused() -> None:
     assert len(misses) >= 6
     assert all(-0.25 <= m <= 0.0 for m in misses.values()), misses  # low: the safe side
     assert any(m < -0.05 for m in misses.values())
+
+
+# --- CUDA graphs in the budget by release and environment (issue 35 item 5) ---------------
+
+
+def test_graph_estimate_in_the_budget_by_release_and_env() -> None:
+    def inside(version: str, env: str | None = None, eager: bool = False) -> bool:
+        service = vm.VllmService(
+            gpu_total_bytes=80 * vm.GiB,
+            max_model_len=8192,
+            max_num_seqs=256,
+            max_num_batched_tokens=2048,
+            version=version,
+            enforce_eager=eager,
+            estimate_cudagraphs=vm.env_flag(env),
+        )
+        return vm.cudagraph_in_budget(service)
+
+    assert not inside("0.17.0") and not inside("0.17.0", "1")  # no such switch yet
+    assert not inside("0.19.1") and inside("0.19.1", "1")  # 0.18-0.19: opt-in
+    assert inside("0.20.0") and inside("0.21.0") and inside("0.33.0")  # on by default
+    assert not inside("0.21.0", "0") and not inside("0.21.0", " 0 ")
+    assert inside("0.21.0", "yes")  # not an integer: vLLM would not start; the default
+    assert not inside("0.21.0", eager=True)
+
+
+def test_the_rendered_utilization_follows_the_switch(tmp_path: Path) -> None:
+    """From 0.20.0 the graphs are inside --gpu-memory-utilization; the service's env can
+    turn that off (then they sit beside the budget) or, in 0.18-0.19, on."""
+    env = "    env: {VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS: '%s'}\n"
+    cases = (("0.21.0", "", True), ("0.21.0", env % 0, False), ("0.19.1", env % 1, True))
+    for version, extra, inside in cases:
+        b = plan(tmp_path, CHAT + extra, version=version).plan.service("chat").budget
+        assert b is not None and b.cudagraph_in_budget is inside, (version, extra)
+        terms = ["weights", "activation", "non_torch", "kv"] + (["cudagraph"] if inside else [])
+        assert b.budget == sum(b.term(t) for t in terms)
+    on = plan(tmp_path, CHAT, version="0.21.0").plan.service("chat").budget
+    off = plan(tmp_path, CHAT + env % 0, version="0.21.0").plan.service("chat").budget
+    assert on is not None and off is not None
+    assert on.budget - off.budget == on.term("cudagraph")
+    assert on.utilization > off.utilization

@@ -82,7 +82,8 @@ RELEASES: tuple[Release, ...] = (
         "cudagraph-in-budget",
         (0, 20, 0),
         "vllm/envs.py of the 0.20.0 wheel: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "
-        "defaults to 1 (vllm_memory.cudagraph_in_budget)",
+        "defaults to 1 (0.18.0-0.19.1: 0; the service's env sets it either way: "
+        "vllm_memory.cudagraph_in_budget)",
         "CUDA graphs are estimated inside the budget, before the KV cache; before, "
         "captured after it, outside --gpu-memory-utilization",
     ),
@@ -375,6 +376,7 @@ def plan_budget(
     lora_exact: bool = True,
     spec: int = 0,
     parallel: int | None = None,
+    estimate_cudagraphs: bool | None = None,
 ) -> Budget:
     """The budget for ``parallel`` requests of ``max_model_len`` tokens (default
     ``max_num_seqs``), with vLLM's scheduler admitting ``max_num_seqs`` at once: that
@@ -398,6 +400,7 @@ def plan_budget(
         tensor_parallel_size=tp,
         enforce_eager=enforce_eager,
         spec_tokens=spec,
+        estimate_cudagraphs=estimate_cudagraphs,
     )
     weights = vm.Term(math.ceil(model.weights_bytes / tp), vm.Basis.EXACT)
     # speculative decoding: the rejection sampler's rows (vm.sampler_rows), and the

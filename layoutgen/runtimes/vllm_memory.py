@@ -181,6 +181,9 @@ class VllmService:
     enforce_eager: bool = False
     #: speculative tokens a step (MTP/draft): a decode step is 1 + these tokens a request
     spec_tokens: int = 0
+    #: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS as the service's environment sets it
+    #: (None: not set, the release's default)
+    estimate_cudagraphs: bool | None = None
 
     @property
     def v1(self) -> bool:
@@ -552,10 +555,37 @@ def cudagraph_estimate(model: VllmModel, service: VllmService) -> int:
     return CUDAGRAPH_FIXED + first + pieces * per
 
 
+#: the first release with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (envs.py of the 0.18.0
+#: wheel, default "0"; absent from 0.17.0) and the first where it defaults to "1" (0.20.0;
+#: 0.19.1 still "0")
+CUDAGRAPH_ESTIMATE_ENV = (0, 18)
+CUDAGRAPH_ESTIMATE_DEFAULT = (0, 20)
+
+
 def cudagraph_in_budget(service: VllmService) -> bool:
-    """VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to 1 from 0.20.0 (envs.py;
-    the log line says "default since v0.21.0", but the 0.20.0 wheel has it on)."""
-    return version_tuple(service.version) >= (0, 20) and not service.enforce_eager
+    """Whether vLLM subtracts its CUDA-graph estimate from ``utilization x total`` before
+    the KV cache (``determine_available_memory``: ``requested_memory - non_kv_cache_memory
+    - cudagraph_memory_estimate_applied``).  VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS
+    turns it on from 0.18.0 and is on unless set to 0 from 0.20.0 (the 0.20.0 wheel's
+    envs.py; its log line says "default since v0.21.0", which the 0.21.0 wheel keeps).
+    Never with --enforce-eager (no graphs)."""
+    release = version_tuple(service.version)
+    if service.enforce_eager or release < CUDAGRAPH_ESTIMATE_ENV:
+        return False
+    if service.estimate_cudagraphs is not None:
+        return service.estimate_cudagraphs
+    return release >= CUDAGRAPH_ESTIMATE_DEFAULT
+
+
+def env_flag(value: str | None) -> bool | None:
+    """An environment value as vLLM's envs.py reads a 0/1 switch (``bool(int(v))``);
+    None where it is not set or is not an integer (vLLM would not start on it)."""
+    if value is None:
+        return None
+    try:
+        return bool(int(value.strip()))
+    except ValueError:
+        return None
 
 
 def rope_cache_bytes(model: VllmModel) -> int:

@@ -63,6 +63,7 @@ def budget(
         lora=0 if slots is None else vm.lora_gpu_bytes(model, slots, len(gpus)),
         lora_exact=model.intermediate_size > 0 and not model.moe_top_k,
         spec=spec_tokens,
+        estimate_cudagraphs=vm.env_flag(svc.env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")),
     )
     return found, gpus, names
 
