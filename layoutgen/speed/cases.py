@@ -164,6 +164,8 @@ class Record:
     shape: Shape
     measurements: tuple[Measurement, ...]
     host_basis: str = "peak"  # host_basis(): "peak", "measured" or "none"
+    #: what the run depends on that the model does not see (a record's ``cannot_see``)
+    cannot_see: str | None = None
 
     @property
     def host_reads(self) -> bool:
@@ -185,7 +187,10 @@ def load(path: Path) -> Record:
             Measurement(f"{d['id']}: {r['name']}", m, w, int(r["depth"]), float(r["measured"]))
         )
     basis = host_basis(d["hardware"])
-    return Record(path, str(d["id"]), str(d["source"]), m, s, tuple(out), basis)
+    blind = d.get("cannot_see")
+    return Record(
+        path, str(d["id"]), str(d["source"]), m, s, tuple(out), basis, blind and str(blind)
+    )
 
 
 def load_dir(folder: Path) -> list[Record]:

@@ -116,6 +116,14 @@ GPUS: dict[str, GpuFacts] = {
             "NVIDIA Turing TU104 whitepaper (RTX 2080): 8 GB GDDR6, 256-bit, 448 GB/s",
         ),
         GpuFacts(
+            "Tesla P40",
+            345.6 * GB,
+            11.76e12,
+            PCIE3,
+            "NVIDIA Tesla P40 datasheet: 24 GB GDDR5, 384-bit, 346 GB/s; 11.76 TFLOPS FP32 "
+            "(no fast FP16: the FP32 peak is its compute floor)",
+        ),
+        GpuFacts(
             "RTX A6000",
             768 * GB,
             154.8e12,

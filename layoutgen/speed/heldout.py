@@ -1,0 +1,119 @@
+"""``python -m layoutgen.speed.heldout [DIR]``: the speed model as a user gets it, on
+public results it was never fitted to.
+
+Every result in ``tests/speed_data/heldout/`` is predicted with the priors alone
+(plan_speed: host RAM's efficiency for the kind of figure its owner gave, the GPUs'
+prior), never a constant fitted on it: those priors come from ``tests/speed_data/*.yaml``
+(layoutgen.speed.priors), which never reads the held-out folder. The table gives each
+result's error and the summary: median |error|, the share within 15 % and 30 %, and
+the signed median (negative: predicted slow). Results whose records say what the model
+cannot see (``cannot_see:``, e.g. a trellis quant's CPU compute) are in the table and in
+the "all" summary, and left out of the "modelled" one.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from layoutgen.speed import cases, model, plan_speed
+
+HELDOUT = Path("tests/speed_data/heldout")
+
+
+@dataclass(frozen=True)
+class Row:
+    record: str
+    machine: str
+    result: str
+    predicted: float
+    measured: float
+    cannot_see: str | None
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1.0
+
+
+@dataclass(frozen=True)
+class Summary:
+    results: int
+    machines: int
+    median_abs: float
+    within_15: float
+    within_30: float
+    median_signed: float
+
+
+def priors_for(rec: cases.Record) -> model.Machine:
+    """REC's machine with the efficiencies a user's spec gets before calibrating."""
+    host = (
+        plan_speed.PRIOR_MEASURED_EFFICIENCY
+        if rec.host_basis == "measured"
+        else plan_speed.PRIOR_EFFICIENCY
+    )
+    return replace(rec.machine, efficiency=host, gpu_efficiency=plan_speed.PRIOR_GPU_EFFICIENCY)
+
+
+def rows(folder: Path = HELDOUT) -> list[Row]:
+    out = []
+    for rec in cases.load_dir(folder):
+        m = priors_for(rec)
+        for x in rec.measurements:
+            p = model.decode(m, x.workload, x.depth).tps
+            name = x.name.split(": ", 1)[-1]
+            out.append(Row(rec.id, rec.machine.name, name, p, x.measured_tps, rec.cannot_see))
+    return out
+
+
+def summary(found: list[Row]) -> Summary:
+    errs = [r.error for r in found]
+    absolute = [abs(e) for e in errs]
+    return Summary(
+        results=len(found),
+        machines=len({r.machine for r in found}),
+        median_abs=statistics.median(absolute),
+        within_15=sum(a <= 0.15 for a in absolute) / len(found),
+        within_30=sum(a <= 0.30 for a in absolute) / len(found),
+        median_signed=statistics.median(errs),
+    )
+
+
+def _line(label: str, s: Summary) -> str:
+    return (
+        f"{label}: {s.results} results on {s.machines} machines; median |error| "
+        f"{100 * s.median_abs:.1f} %, within 15 %: {100 * s.within_15:.0f} %, within 30 %: "
+        f"{100 * s.within_30:.0f} %, signed median {100 * s.median_signed:+.1f} %"
+    )
+
+
+def table(folder: Path = HELDOUT) -> str:
+    found = rows(folder)
+    lines = [
+        f"held-out decode results, predicted with the priors (host RAM η "
+        f"{plan_speed.PRIOR_EFFICIENCY} x peak, {plan_speed.PRIOR_MEASURED_EFFICIENCY} x "
+        f"measured; GPU η {plan_speed.PRIOR_GPU_EFFICIENCY})",
+        f"{'record':40} {'result':18} {'pred':>8} {'meas':>8} {'error':>7}",
+    ]
+    for r in found:
+        blind = f"  (not modelled: {r.cannot_see})" if r.cannot_see else ""
+        lines.append(
+            f"{r.record:40} {r.result:18} {r.predicted:8.2f} {r.measured:8.2f} "
+            f"{100 * r.error:+6.1f}%{blind}"
+        )
+    lines.append(_line("all", summary(found)))
+    modelled = [r for r in found if r.cannot_see is None]
+    if modelled and len(modelled) < len(found):
+        lines.append(_line("modelled", summary(modelled)))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    sys.stdout.write(table(Path(argv[0]) if argv else HELDOUT))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
