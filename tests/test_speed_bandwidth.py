@@ -12,12 +12,12 @@ import pytest
 from test_plan_speed import DENSE, _speed, _write
 
 from layoutgen.errors import InvalidInput
-from layoutgen.solve.plan import to_json, to_text
+from layoutgen.solve.plan import SpeedPlan, to_json, to_text
 from layoutgen.spec.validate import validate_file
 from layoutgen.speed import model, plan_speed
 from layoutgen.speed.model import HOST, Chunk, Machine, Memory, Workload
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 
 NO_CPU = DENSE.replace(", model: EPYC 9175F", "")
 # the tiny dense model's weights a token reads (test_plan_speed works them out by hand)
@@ -185,3 +185,34 @@ def test_calibrate_on_a_gpu_only_service_fits_the_gpus_efficiency(tmp_path: Path
     s = _speed(spec, "lane")
     assert (s.gpu_efficiency, s.gpu_efficiency_basis) == (0.8, "given")
     assert s.decode_tps == pytest.approx(1 / (WEIGHTS / (0.8 * 1000e9) + 0.5e-3))  # depth 0
+
+
+# --- seed 001's layouts carry its CPU -----------------------------------------------------
+
+SEED001 = {  # layout -> the seed's measured decode tok/s (tests/speed_data/seed001-*.yaml)
+    "glm51-1-ot-exps-cpu-2gpu.yaml": 18.84,
+    "glm51-2-cpu-moe-2gpu.yaml": 18.84,
+    "glm51-3-cpu-moe-1gpu.yaml": 18.86,
+    "glm51-4-n-cpu-moe-64-1gpu.yaml": 19.94,
+    "glm51-5-head12-tail10-2gpu.yaml": 21.75,
+}
+
+
+def test_seed001_layouts_print_a_speed_from_the_seeds_hardware() -> None:
+    """As shipped they carry the seed's CPU (EPYC 9175F) and GPUs, no efficiency: each
+    prints a speed from the priors; measured 2026-11-28 they are 11-14 % slow (the
+    seed's machine reaches more of its peak than the fitting machines' median), and the
+    ratios between them are within 4 % of the seed's."""
+    found = {}
+    for name, measured in SEED001.items():
+        v = validate_file(ROOT / "layouts" / name)
+        s = v.plan.service("grandpa").speed
+        assert isinstance(s, SpeedPlan), name
+        assert v.spec.host.cpu.model == "EPYC 9175F" and v.spec.host.efficiency is None
+        assert (s.host_figure, s.efficiency_basis, s.depth) == ("peak", "prior", 0)
+        assert -0.2 < s.decode_tps / measured - 1 < 0, (name, s.decode_tps)
+        found[name] = s.decode_tps
+    last = "glm51-5-head12-tail10-2gpu.yaml"
+    for name, measured in SEED001.items():
+        ratio = found[name] / found[last]
+        assert abs(ratio / (measured / SEED001[last]) - 1) < 0.05, name
