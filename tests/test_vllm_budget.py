@@ -9,6 +9,7 @@ peak, and the CUDA context counted once, by release.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -297,3 +298,24 @@ def test_the_rendered_utilization_follows_the_switch(tmp_path: Path) -> None:
     assert on is not None and off is not None
     assert on.budget - off.budget == on.term("cudagraph")
     assert on.utilization > off.utilization
+
+
+def test_a_hybrid_models_state_takes_a_block_per_speculative_token_from_0_15() -> None:
+    """MambaSpec: one page a request, and from 0.15.0 one more a speculative token
+    (page_size x (1 + num_speculative_blocks)); each of the 3 linear-attention groups."""
+    service = vm.VllmService(
+        gpu_total_bytes=16 * vm.GiB,
+        max_model_len=32768,
+        max_num_seqs=2,
+        max_num_batched_tokens=2048,
+        version="0.19.2",
+        tensor_parallel_size=2,
+        spec_tokens=3,
+    )
+    page = 400 * 2 * 256 * 2 * 2 * 16  # 400 tokens x 16 layers of a group
+    attention = math.ceil(32768 / 400) * page
+    assert vm.kv_needed_one_request(HYBRID, service) == attention + 3 * 4 * page
+    older = replace(service, version="0.14.0")
+    assert vm.kv_needed_one_request(HYBRID, older) == attention + 3 * 1 * page
+    plain = replace(service, spec_tokens=0)
+    assert vm.kv_needed_one_request(HYBRID, plain) == attention + 3 * 1 * page

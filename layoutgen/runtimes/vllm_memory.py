@@ -323,8 +323,18 @@ def capacity_tokens(service: VllmService, concurrency: float) -> int:
     return int(concurrency * service.max_model_len)
 
 
+#: the first release whose recurrent (mamba / linear-attention) state takes one block a
+#: speculative token beside the current one (MambaSpec.max_memory_usage_bytes of the
+#: 0.15.0 wheel: ``page_size x (1 + num_speculative_blocks)``; 0.14.0: one page)
+MAMBA_SPEC_BLOCKS = (0, 15)
+
+
 def _blocks_per_request(model: VllmModel, service: VllmService, kind: str, block: int) -> int:
     if kind == "mamba":
+        # mamba_cache_mode "none": hybrid models have no prefix caching by default
+        # (ModelConfig.is_prefix_caching_supported of 0.19.1: False for attn_type hybrid)
+        if version_tuple(service.version) >= MAMBA_SPEC_BLOCKS:
+            return 1 + service.spec_tokens
         return 1
     if kind == "sliding":
         window = model.sliding_window - 1 + service.max_num_batched_tokens
