@@ -106,7 +106,8 @@ class Marginal:
 @dataclass(frozen=True)
 class SpeedPlan:
     """A service's predicted decode speed (layoutgen.speed.plan_speed): one request,
-    at ``depth`` context tokens (ctx per slot / 2), and what it asks of host RAM."""
+    at ``depth`` context tokens (0, llama-bench tg128's, unless plan --depth asks
+    another), and what it asks of host RAM."""
 
     decode_tps: float
     depth: int
