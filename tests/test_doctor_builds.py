@@ -405,11 +405,11 @@ def test_a_date_written_as_version_is_compared_by_asking_for_the_number(tmp_path
     )
 
 
-def test_a_spec_refused_for_want_of_a_version_still_learns_the_build(
+def test_a_refused_spec_without_a_version_still_learns_the_build(
     podman: FakePodman, tmp_path: Path
 ) -> None:
-    """Builds that spell -fa differently refuse an unversioned ik spec with GPUs; doctor
-    can still say which build the image runs and what to write."""
+    """An unversioned spec that validate refuses (here a flag no build has): doctor can
+    still say which build the image runs and what to write."""
     from layoutgen.live import doctor
     from tests.test_doctor_cli import SPEC as GPU_SPEC
 
@@ -418,13 +418,13 @@ def test_a_spec_refused_for_want_of_a_version_still_learns_the_build(
     podman.write()
     path = tmp_path / "lab.yaml"
     path.write_text(
-        GPU_SPEC.replace('"registry.home.arpa/ik_llama.cpp:4327", version: "4327"', f'"{IK}"')
+        GPU_SPEC.replace(
+            '"registry.home.arpa/ik_llama.cpp:4327", version: "4327"', f'"{IK}"'
+        ).replace("    ctx: 131072\n", "    ctx: 131072\n    args: [--no-such-flag]\n")
     )
     (result,) = validate_files([(path, "lab.yaml")])
     assert result.validated is None
-    assert "no 'version:', and builds read services.worker's flags differently" in str(
-        result.diagnostics
-    )
+    assert "'--no-such-flag' is not a ik_llama.cpp flag" in str(result.diagnostics)
     (note,) = doctor.builds_of_refused(path, "lab.yaml")
     assert note.gcc() == (
         f"lab.yaml:12:3: warning: runtimes.ik: no version:; the image {IK} runs build 3772 "
@@ -433,7 +433,7 @@ def test_a_spec_refused_for_want_of_a_version_still_learns_the_build(
     )
 
 
-def test_doctor_on_a_spec_refused_for_want_of_a_version_prints_the_build(
+def test_doctor_on_a_refused_spec_without_a_version_prints_the_build(
     podman: FakePodman, tmp_path: Path
 ) -> None:
     """`layoutgen doctor` itself: the refusal, then the build the host runs (exit 1)."""
@@ -446,9 +446,11 @@ def test_doctor_on_a_spec_refused_for_want_of_a_version_prints_the_build(
     podman.write()
     path = tmp_path / "lab.yaml"
     path.write_text(
-        GPU_SPEC.replace('"registry.home.arpa/ik_llama.cpp:4327", version: "4327"', f'"{IK}"')
+        GPU_SPEC.replace(
+            '"registry.home.arpa/ik_llama.cpp:4327", version: "4327"', f'"{IK}"'
+        ).replace("    ctx: 131072\n", "    ctx: 131072\n    args: [--no-such-flag]\n")
     )
     result = run_cli(["doctor", str(path)])
     assert result.code == 1
-    assert "no 'version:', and builds read services.worker's flags differently" in result.stderr
+    assert "'--no-such-flag' is not a ik_llama.cpp flag" in result.stderr
     assert "runs build 3772" in result.stderr and 'write version: "3772"' in result.stderr
