@@ -10,6 +10,7 @@ peak, and the CUDA context counted once, by release.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -319,3 +320,57 @@ def test_a_hybrid_models_state_takes_a_block_per_speculative_token_from_0_15() -
     assert vm.kv_needed_one_request(HYBRID, older) == attention + 3 * 1 * page
     plain = replace(service, spec_tokens=0)
     assert vm.kv_needed_one_request(HYBRID, plain) == attention + 3 * 1 * page
+
+
+# --- the CUDA context beside the budget, by GPU class --------------------------------------
+
+
+def _named_plan(tmp_path: Path, version: str, overhead: str = "") -> Any:
+    from test_vllm_plan import PROFILE, spec_text
+
+    from layoutgen.spec.validate import validate_file
+
+    (tmp_path / "tiny.yaml").write_text(PROFILE)
+    text = spec_text(CHAT, version).replace(
+        "{id: gpu0, index: 0, vram: 97247MiB, reserve: 1GiB}",
+        "{id: gpu0, index: 0, name: NVIDIA GeForce RTX 4090, vram: 24564MiB, reserve: 1GiB}",
+    )
+    text = text.replace("  gpus:\n", f"{overhead}  gpus:\n", 1)
+    assert "RTX 4090" in text
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    return validate_file(path, "spec.yaml")
+
+
+def test_the_context_beside_the_budget_is_the_gpu_class_default(tmp_path: Path) -> None:
+    """From 0.9.2 the context sits beside the budget: host.gpu_overhead where written,
+    else the GPU class's default (512 MiB for a 4090), as for llama.cpp's processes;
+    0.8.0-0.9.1 budget it themselves."""
+    mib = 1 << 20
+    for version, expected in (("0.11.0", 512 * mib), ("0.9.1", 0)):
+        part = _named_plan(tmp_path, version).plan.service("chat").buffers["CUDA0"]
+        assert part.overhead == expected, version
+    written = _named_plan(tmp_path, "0.11.0", "  gpu_overhead: 900MiB\n")
+    assert written.plan.service("chat").buffers["CUDA0"].overhead == 900 * mib
+
+
+_STARTUP = re.compile(r"Free memory on device \(([0-9.]+)/([0-9.]+) GiB\) on startup")
+
+
+def test_the_class_defaults_hold_what_vllm_found_in_use_at_its_snapshot() -> None:
+    """0.10.2+ logs print what was in use on the GPU when vLLM took its start-up
+    snapshot (its CUDA context and anything else there): on the GPUs the logs name,
+    the class default is above it."""
+    from layoutgen.solve.overhead import FALLBACK, gpu_class
+
+    seen = 0
+    for path in LOGS:
+        record = load(path)
+        found = _STARTUP.search(record["logged"])
+        cls = gpu_class(record["gpu"]["name"])
+        if found is None or cls is FALLBACK:
+            continue
+        used = (float(found[2]) - float(found[1])) * vm.GiB
+        assert cls.overhead >= used, (path.stem, cls.name, used / vm.GiB)
+        seen += 1
+    assert seen >= 3

@@ -4,9 +4,9 @@ A vLLM service's footprint on each of its GPUs is one part: its share of the
 weights (exact), the KV cache for ``parallel`` requests of ``ctx`` tokens
 (exact where ``--kv-cache-memory-bytes`` pins it), the activation peak,
 non-torch memory and CUDA graphs (estimated, high rather than low), and the
-host's per-process ``gpu_overhead`` (the CUDA context, where the release
-keeps it outside vLLM's budget: from 0.9.2; 0.8.0-0.9.1 count it inside)
-with, from vLLM 0.11.0 on more than one GPU, the NCCL buffers it
+CUDA context where the release keeps it outside vLLM's budget (from 0.9.2;
+0.8.0-0.9.1 count it inside): ``host.gpu_overhead``, else the GPU class's
+default, with, from vLLM 0.11.0 on more than one GPU, the NCCL buffers it
 allocates before its snapshot (outside the budget too).  The solver never
 splits or moves it: it fits whole, or the layout is refused.  vLLM also
 refuses to start unless ``utilization x total`` is free when it starts, so each
@@ -23,6 +23,7 @@ from layoutgen.models.profile import Profile
 from layoutgen.runtimes import vllm_memory as vm
 from layoutgen.runtimes.vllm import Budget, Vllm, plan_budget, vllm_model
 from layoutgen.solve.footprint import device_order
+from layoutgen.solve.overhead import per_gpu
 from layoutgen.solve.plan import BudgetPlan, Part, ServicePlan, StartCheck
 from layoutgen.spec.checks import conflicting
 from layoutgen.spec.roles import ResolvedService, resolve_service
@@ -83,15 +84,24 @@ def max_num_seqs(spec: Spec, rs: ResolvedService) -> int:
     return max(seqs, rs.parallel)
 
 
-def context_outside(spec: Spec, rs: ResolvedService) -> int:
-    """``host.gpu_overhead`` (the CUDA context) where the service's release measures
-    its budget after the context, else 0: 0.6.5-0.6.6 and 0.8.0-0.9.1 count the
-    context as non-torch memory inside the budget
-    (:func:`~layoutgen.runtimes.vllm_memory.context_in_budget`), and counting it
-    beside the budget as well planned it twice (issue 35)."""
+def context_outside(spec: Spec, rs: ResolvedService, gpu: str) -> int:
+    """The CUDA context beside the budget on ``gpu``, where the service's release
+    measures its budget after the context: ``host.gpu_overhead`` where written, else the
+    default of the GPU's class (:func:`layoutgen.solve.overhead.per_gpu`).  0 where the
+    release counts the context as non-torch memory inside the budget (0.6.5-0.6.6,
+    0.8.0-0.9.1: :func:`~layoutgen.runtimes.vllm_memory.context_in_budget`): counting it
+    beside as well planned it twice (issue 35).
+
+    The class defaults hold vLLM's own: the 0.10.2+ logs print what was in use when
+    its start-up snapshot was taken ("Free memory on device (F/T GiB) on startup": the
+    context, and anything else on the GPU), 0.41-0.49 GiB on A100s and 0.61 on an
+    H100 (768 MiB for the class), 0.44 on a 24 GB card (512 MiB up to Ada)."""
     rt = spec.runtimes[rs.service.runtime].rules()
     assert isinstance(rt, Vllm)
-    return 0 if vm.context_in_budget(rt.release_text) else spec.host.gpu_overhead
+    if vm.context_in_budget(rt.release_text):
+        return 0
+    by_id = {g.id: g for g in spec.host.gpus}
+    return per_gpu(spec.host, by_id[gpu])
 
 
 def lora_slots(rs: ResolvedService) -> vm.LoraSlots | None:
@@ -170,8 +180,8 @@ def service_plan(
         )
     gpus = device_order(spec, rs.gpus)[0]
     limits = {g.id: g.vram - g.reserve for g in spec.host.gpus}
-    context = context_outside(spec, rs)
-    room = min(limits[g] - beside.get(g, 0) - context for g in gpus)
+    context = {g: context_outside(spec, rs, g) for g in gpus}
+    room = min(limits[g] - beside.get(g, 0) - context[g] for g in gpus)
     try:
         b, gpus, names = budget(spec, rs, profile, room)
     except vm.KvCacheRefused as exc:
@@ -198,15 +208,18 @@ def service_plan(
             + ", or give it more GPUs",
         )
     compute = b.activation.bytes + b.non_torch.bytes + b.cudagraph.bytes
-    part = Part(
-        weights=b.weights.bytes + b.lora.bytes,
-        kv=b.kv.bytes,
-        compute=compute,
-        # the CUDA context where the release keeps it outside the budget, and the NCCL
-        # buffers vLLM allocates before its snapshot
-        overhead=context + b.nccl.bytes,
-        basis={"weights": "exact", "kv": str(b.kv.basis), "compute": "estimated"},  # type: ignore[dict-item]
-    )
+    parts = {
+        g: Part(
+            weights=b.weights.bytes + b.lora.bytes,
+            kv=b.kv.bytes,
+            compute=compute,
+            # the CUDA context where the release keeps it outside the budget, and the
+            # NCCL buffers vLLM allocates before its snapshot
+            overhead=context[g] + b.nccl.bytes,
+            basis={"weights": "exact", "kv": str(b.kv.basis), "compute": "estimated"},  # type: ignore[dict-item]
+        )
+        for g in gpus
+    }
     lora = (("lora", b.lora.bytes, str(b.lora.basis)),) if rs.service.lora else ()
     nccl = (("nccl", b.nccl.bytes, "upper-bound"),) if b.nccl.bytes else ()
     terms = (
@@ -234,7 +247,7 @@ def service_plan(
         kv_tokens=b.kv_tokens,
         max_concurrency=b.max_concurrency,
     )
-    buffers = dict.fromkeys(names, part)
+    buffers = {name: parts[g] for name, g in zip(names, gpus, strict=True)}
     device_of = dict(zip(names, gpus, strict=True))
     slots = lora_slots(rs)
     if slots is not None:
