@@ -90,7 +90,14 @@ def test_podman_scripts_run_the_planned_argv(layout: Path, tmp_path: Path) -> No
         bind = "0.0.0.0" if svc.expose else "127.0.0.1"
         assert f"{bind}:{svc.port}:{svc.port}" == options[options.index("--publish") + 1]
         volume = options[options.index("--volume") + 1]
-        assert volume.endswith(f":/models/{svc.model}:ro,z")
+        # read-only, shared label; the host side holds the model (a file's folder, or
+        # a Hugging Face cache's repository folder so its snapshot links resolve), and
+        # the argv names the model as the container sees it through that mount
+        host_side, inside, opts = volume.rsplit(":", 2)
+        assert opts == "ro,z"
+        path = str(v.spec.models[svc.model].path)
+        assert path.startswith(host_side.rstrip("/") + "/"), (path, host_side)
+        assert inside.rstrip("/") + path[len(host_side.rstrip("/")) :] in sp.argv
         assert options[options.index("--cap-drop") + 1] == "all"
         assert "no-new-privileges" in options
 

@@ -10,7 +10,7 @@ exec podman run \
   --device nvidia.com/gpu=1 \
   --env CUDA_DEVICE_ORDER=PCI_BUS_ID \
   --publish 127.0.0.1:8000:8000 \
-  --volume /mnt/data/models/models--ubergarm--GLM-5.1-GGUF/snapshots/a9962c23e50d9c352e09fe0d9cb131026f4e6441/IQ3_KS:/models/glm-5.1-iq3_ks:ro,z \
+  --volume /mnt/data/models/models--ubergarm--GLM-5.1-GGUF:/hub/models--ubergarm--GLM-5.1-GGUF:ro,z \
   --security-opt no-new-privileges \
   --cap-drop all \
   --cap-add SYS_NICE \
@@ -19,7 +19,7 @@ exec podman run \
   --health-interval 10s \
   --health-start-period 750s \
   registry.home.arpa/ik_llama.cpp:latest \
-  -m /models/glm-5.1-iq3_ks/GLM-5.1-IQ3_KS-00001-of-00008.gguf \
+  -m /hub/models--ubergarm--GLM-5.1-GGUF/snapshots/a9962c23e50d9c352e09fe0d9cb131026f4e6441/IQ3_KS/GLM-5.1-IQ3_KS-00001-of-00008.gguf \
   -c 65536 \
   -np 1 \
   -ctk q8_0 \

@@ -26,7 +26,7 @@ exec podman run \
   --max-num-seqs 1 \
   --max-num-batched-tokens 2048 \
   --tensor-parallel-size 2 \
-  --gpu-memory-utilization 0.759 \
-  --kv-cache-memory-bytes 988774400 \
+  --gpu-memory-utilization 0.766 \
+  --kv-cache-memory-bytes 1114112000 \
   --kv-cache-dtype fp8 \
   --speculative-config '{"method":"mtp","num_speculative_tokens":3}'

@@ -26,8 +26,8 @@ exec podman run \
   --max-num-seqs 2 \
   --max-num-batched-tokens 2048 \
   --tensor-parallel-size 2 \
-  --gpu-memory-utilization 0.723 \
-  --kv-cache-memory-bytes 2381414400 \
+  --gpu-memory-utilization 0.738 \
+  --kv-cache-memory-bytes 2632089600 \
   --kv-cache-dtype auto \
   --speculative-config '{"method":"mtp","num_speculative_tokens":3}' \
   --default-chat-template-kwargs '{"enable_thinking": false}'
