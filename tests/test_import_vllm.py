@@ -72,7 +72,9 @@ def test_python_module_entrypoint() -> None:
     (svc,) = doc["services"].values()
     assert svc["runtime"] == "vllm" and svc["gpus"] == ["gpu1"]
     assert svc["enforce_eager"] is True and svc["served_model_name"] == "q"
-    assert svc["ctx"] == 0 and svc["parallel"] == 256  # vLLM's defaults, written out
+    # vLLM's defaults: the model's length, the release's scheduler limit (max_num_seqs
+    # unwritten), and a KV that holds one full-length request (its start check)
+    assert svc["ctx"] == 0 and svc["parallel"] == 1 and "max_num_seqs" not in svc
 
 
 def test_vllm_image_in_podman_maps_volume_devices_and_tag() -> None:

@@ -3,7 +3,8 @@ vllm.entrypoints.openai.api_server``, or a vLLM image in podman, quadlet or syst
 
 Why its own reader: vLLM's flags share nothing with llama.cpp's, and layoutgen
 renders the ones that size memory from spec keys (README "vLLM services"):
-``--max-model-len`` is ``ctx``, ``--max-num-seqs`` ``parallel``,
+``--max-model-len`` is ``ctx``, ``--max-num-seqs`` ``max_num_seqs`` (and
+``parallel``, the full-length requests the KV holds: one without it),
 ``--max-num-batched-tokens`` ``batch``, ``--tensor-parallel-size`` the GPU
 count, ``--kv-cache-dtype``, ``--speculative-config``, ``--enforce-eager``,
 ``--served-model-name``; ``--gpu-memory-utilization`` is replaced by the plan's
@@ -230,11 +231,12 @@ def vllm_spec(
     parallel = _number(text("parallel")) if "parallel" in last else None
     out.put(
         "parallel",
-        parallel or 256,
+        parallel or 1,
         None
         if parallel
-        else "no --max-num-seqs: vLLM's default (256; some releases raise "
-        "it on large GPUs): write what yours ran",
+        else "no --max-num-seqs: the scheduler keeps vLLM's default (max_num_seqs "
+        "unwritten), and the KV must hold one request of max-model-len, as vLLM's "
+        "start check asks; write how many full-length requests it must hold",
     )
     if parallel:  # the scheduler's limit too; the KV holds 'parallel' requests
         out.put("max_num_seqs", parallel)

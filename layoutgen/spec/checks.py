@@ -191,14 +191,8 @@ def _budgeted(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Pro
                 f"services.{rs.name}: a vllm service needs GPUs (its gpus are empty, from the "
                 f"{origin.source}); list them in 'gpus:'",
             )
-        if rs.batch < rs.parallel:
-            key = "batch" if "batch" in rs.service.model_fields_set else "parallel"
-            yield Problem(
-                (*base, key),
-                f"services.{rs.name}.{key}: batch ({rs.batch}, --max-num-batched-tokens) is "
-                f"below parallel ({rs.parallel}, --max-num-seqs), which vLLM refuses; write "
-                f"batch: {rs.parallel} or more",
-            )
+        # (batch below max_num_seqs, which vLLM refuses, is checked where max_num_seqs is
+        # resolved: parallel is the full-length requests the KV holds, not a flag)
 
 
 #: vLLM's default --max-lora-rank (vllm/config/lora.py:33 of 0.11.0)
