@@ -415,3 +415,13 @@ def test_a_native_units_environment_file_is_the_api_key_env_file() -> None:
         "llm.service:3:17: warning: dropped EnvironmentFile=/etc/llm/other.env: the spec "
         "has no key for it"
     ]
+
+
+def test_an_ot_pattern_that_backtracks_is_said_at_import() -> None:
+    """Issue 31: a pattern validate refuses (nested quantifiers: llama.cpp's std::regex
+    backtracks through them) is imported as written and said at the pattern."""
+    imported = to_spec(
+        read_command("llama-server -m /m/a.gguf -c 1 -ot '(.*)*X=CPU' -ot 'blk\\.3\\.=CPU'")
+    )
+    said = [w.message for w in imported.warnings if "-ot pattern" in w.message]
+    assert len(said) == 1 and "(.*)*X" in said[0] and "validate refuses it" in said[0], said

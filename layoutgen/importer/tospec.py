@@ -18,6 +18,7 @@ The flag table below was read from llama.cpp's ``common/arg.cpp`` (build
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import re
@@ -34,6 +35,7 @@ from layoutgen.importer import build, changes
 from layoutgen.importer.cmdline import Command, UnreadableCommand, Word
 from layoutgen.importer.devices import SpecGpu, rpc_devices, select
 from layoutgen.spec.literals import MAX_TEXT, clip
+from layoutgen.spec.patterns import refusal as _refusal
 from layoutgen.spec.schema import CAPABILITIES, MAX_LAYER, KVType, Service
 
 
@@ -761,6 +763,11 @@ def _walk(
             _bind(a, out)
 
 
+#: the bounded-regex check of each -ot pattern (spec.patterns), once per pattern: long
+#: generated lists repeat their shapes (about 0.1 ms a new pattern)
+_refused = functools.lru_cache(maxsize=4096)(_refusal)
+
+
 def _override(a: Arg, ids: list[str], out: _Out, remote: dict[str, str]) -> None:
     """``-ot A=CPU,B=CUDA1``: rules in order; a buffer layoutgen cannot name stays in args."""
     for rule in (a.value.text if a.value else "").split(","):
@@ -785,6 +792,13 @@ def _override(a: Arg, ids: list[str], out: _Out, remote: dict[str, str]) -> None
                 a.value or a.at,
                 f"-ot pattern {clip(pattern)} has spaces around it: the runtime matches them "
                 "literally, so it likely matches no tensor",
+            )
+        why = _refused(pattern)
+        if why is not None:
+            out.warn(
+                a.value or a.at,
+                f"-ot pattern {clip(pattern)}: {why}; validate refuses it (llama.cpp's "
+                "std::regex would backtrack through it at start-up): rewrite it",
             )
         if m:
             n = int(m.group(1))
