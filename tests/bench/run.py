@@ -64,7 +64,13 @@ def bytecode_as_installed() -> None:
 
 def main() -> int:
     bytecode_as_installed()
-    for name in ("bench_startup", "bench_inspect", "bench_inspect_hf", "bench_solve"):
+    for name in (
+        "bench_startup",
+        "bench_inspect",
+        "bench_inspect_hf",
+        "bench_solve",
+        "bench_import",
+    ):
         module = _load(name)
         if module is not None:
             module.main()  # type: ignore[attr-defined]
