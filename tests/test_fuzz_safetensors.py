@@ -92,6 +92,8 @@ def length_field(rng: random.Random, d: Path) -> str:
     path = shard(rng, d)
     length, head, data = header_bytes(path)
     new = rng.choice([0, 1, 7, length - 1, length + 1, len(head) + len(data), 2**63, 2**64 - 1])
+    # a field an earlier mutation set to 0 or 2**64 - 1 stays a u64 (the file format's)
+    new = min(max(new, 0), 2**64 - 1)
     path.write_bytes(struct.pack("<Q", new) + head + data)
     return f"header length {new} in {path.name}"
 
