@@ -405,12 +405,9 @@ def test_a_date_written_as_version_is_compared_by_asking_for_the_number(tmp_path
     )
 
 
-def test_a_refused_spec_without_a_version_still_learns_the_build(
-    podman: FakePodman, tmp_path: Path
-) -> None:
-    """An unversioned spec that validate refuses (here a flag no build has): doctor can
-    still say which build the image runs and what to write."""
-    from layoutgen.live import doctor
+def _refused_lab(podman: FakePodman, tmp_path: Path) -> Path:
+    """doctor_cli's GPU spec on an image that reports build 3772, with no version and a
+    flag no build has (validate refuses it)."""
     from tests.test_doctor_cli import SPEC as GPU_SPEC
 
     podman.images = {IK: inspect_record(IK, ["/app/llama-server"], UBUNTU_LABELS)}
@@ -422,6 +419,17 @@ def test_a_refused_spec_without_a_version_still_learns_the_build(
             '"registry.home.arpa/ik_llama.cpp:4327", version: "4327"', f'"{IK}"'
         ).replace("    ctx: 131072\n", "    ctx: 131072\n    args: [--no-such-flag]\n")
     )
+    return path
+
+
+def test_a_refused_spec_without_a_version_still_learns_the_build(
+    podman: FakePodman, tmp_path: Path
+) -> None:
+    """An unversioned spec that validate refuses (here a flag no build has): doctor can
+    still say which build the image runs and what to write."""
+    from layoutgen.live import doctor
+
+    path = _refused_lab(podman, tmp_path)
     (result,) = validate_files([(path, "lab.yaml")])
     assert result.validated is None
     assert "'--no-such-flag' is not a ik_llama.cpp flag" in str(result.diagnostics)
@@ -437,19 +445,9 @@ def test_doctor_on_a_refused_spec_without_a_version_prints_the_build(
     podman: FakePodman, tmp_path: Path
 ) -> None:
     """`layoutgen doctor` itself: the refusal, then the build the host runs (exit 1)."""
-    from tests.test_doctor_cli import SPEC as GPU_SPEC
-
     from conftest import run_cli
 
-    podman.images = {IK: inspect_record(IK, ["/app/llama-server"], UBUNTU_LABELS)}
-    podman.run_stderr = f"{IK_VERSION}\n"
-    podman.write()
-    path = tmp_path / "lab.yaml"
-    path.write_text(
-        GPU_SPEC.replace(
-            '"registry.home.arpa/ik_llama.cpp:4327", version: "4327"', f'"{IK}"'
-        ).replace("    ctx: 131072\n", "    ctx: 131072\n    args: [--no-such-flag]\n")
-    )
+    path = _refused_lab(podman, tmp_path)
     result = run_cli(["doctor", str(path)])
     assert result.code == 1
     assert "'--no-such-flag' is not a ik_llama.cpp flag" in result.stderr
