@@ -41,7 +41,7 @@ def probe_text(facts: HostFacts, report: NvmlReport) -> str:
         *_memory(facts),
         *_podman(facts),
         *_runtimes(facts),
-        "  # gpu_overhead: not written, the default 1GiB per GPU and server process",
+        "  # gpu_overhead: not written, each GPU's class default per server process (by its name)",
         *_gpus(report, facts.cdi),
     ]
     return "\n".join(lines) + "\n"
