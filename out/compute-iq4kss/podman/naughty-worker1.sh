@@ -15,7 +15,7 @@ exec podman run \
   --health-cmd 'curl -fsS http://127.0.0.1:8002/health' \
   --health-interval 10s \
   --health-start-period 197s \
-  registry.home.arpa/ik_llama.cpp:latest \
+  registry.home.arpa/ik_llama.cpp:4357 \
   -m /models/qwen3-coder-next-iq4_kss/Qwen3-Coder-Next-IQ4_KSS.gguf \
   -c 262144 \
   -np 2 \

@@ -19,7 +19,7 @@ exec podman run \
   --health-cmd 'curl -fsS http://127.0.0.1:8000/health' \
   --health-interval 10s \
   --health-start-period 750s \
-  registry.home.arpa/ik_llama.cpp:latest \
+  registry.home.arpa/ik_llama.cpp:4357 \
   -m /hub/models--ubergarm--GLM-5.1-GGUF/snapshots/a9962c23e50d9c352e09fe0d9cb131026f4e6441/IQ3_KS/GLM-5.1-IQ3_KS-00001-of-00008.gguf \
   -c 32768 \
   -np 1 \

@@ -15,7 +15,7 @@ exec podman run \
   --health-cmd 'curl -fsS http://127.0.0.1:8001/health' \
   --health-interval 10s \
   --health-start-period 574s \
-  registry.home.arpa/ik_llama.cpp:latest \
+  registry.home.arpa/ik_llama.cpp:4357 \
   -m /models/qwen3.5-397b-a17b-q4_k_m/Qwen3.5-397B-A17B-Q4_K_M-00001-of-00006.gguf \
   -c 65536 \
   -np 1 \
