@@ -262,15 +262,19 @@ def binary_build(path: str, kind: str, *, timeout: float = BINARY_TIMEOUT_S) -> 
     if not os.access(p, os.X_OK):
         return HostBuild(kind, what, None, f"{path} is not executable")
     ran = run_bounded([path, "--version"], timeout=timeout, env=clean_env())
-    name = p.name
+    return _reported(kind, what, f"'{p.name} --version'", ran)
+
+
+def _reported(kind: str, what: str, asked: str, ran: Ran) -> HostBuild:
+    """The build a version run printed, or why none was read (ASKED: what was run)."""
     if ran.reason:
-        return HostBuild(kind, what, None, f"'{name} --version' {ran.reason}")
+        return HostBuild(kind, what, None, f"{asked} {ran.reason}")
     found = version_in(ran.output, kind)
     said = _first_line(ran.output)
     if found is None:
         status = f" (exit status {ran.returncode})" if ran.returncode else ""
-        return HostBuild(kind, what, None, f"'{name} --version' printed no build{status}: {said!r}")
-    return HostBuild(kind, what, found, f"'{name} --version' printed {said!r}")
+        return HostBuild(kind, what, None, f"{asked} printed no build{status}: {said!r}")
+    return HostBuild(kind, what, found, f"{asked} printed {said!r}")
 
 
 # ---------------------------------------------------------------- images
@@ -358,14 +362,7 @@ def image_build(image: str, kind: str, *, timeout: float = RUN_TIMEOUT_S) -> Hos
     asked = f"'{PurePosixPath(program).name} --version' in the image"
     if kind == "vllm":
         asked = "importlib.metadata.version('vllm') in the image"
-    if ran.reason:
-        return HostBuild(kind, what, None, f"{asked} {ran.reason}")
-    found = version_in(ran.output, kind)
-    said = _first_line(ran.output)
-    if found is None:
-        status = f" (exit status {ran.returncode})" if ran.returncode else ""
-        return HostBuild(kind, what, None, f"{asked} printed no build{status}: {said!r}")
-    return HostBuild(kind, what, found, f"{asked} printed {said!r}")
+    return _reported(kind, what, asked, ran)
 
 
 def runtime_build(kind: str, image: str | None, binary: str | None) -> HostBuild:
