@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from layoutgen.solve.override import Rule, apply
-from layoutgen.solve.placement import expert_layer, loaded
+from layoutgen.core.override import Rule, apply
+from layoutgen.core.placement import expert_layer, loaded
 from layoutgen.spec.validate import validate_file
 
 from conftest import ROOT
@@ -94,7 +94,7 @@ def test_argv_pins_every_decision(layout: Path) -> None:
 def test_tensor_split_shares_are_written_as_given(tmp_path: Path) -> None:
     """-ts carries the spec's shares: integers without '.0', fractions as written, never
     an exponent (llama.cpp parses each with stof)."""
-    from layoutgen.render.argv import _share
+    from layoutgen.solve.argv import _share
 
     assert [_share(x) for x in (97247, 12.5, 15.0, 1_500_000, 0.25)] == [
         "97247",

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from layoutgen.runtimes.base import Runtime
-from layoutgen.runtimes.rules import ASKED, rule
+from layoutgen.core.rules import ASKED, rule
+from layoutgen.core.runtime import Runtime
 from layoutgen.solve import builds
 from layoutgen.solve.solver import DoesNotFit, solve, solve_at
 from layoutgen.spec.schema import Spec
@@ -219,7 +219,7 @@ def test_a_flag_the_command_uses_is_a_floor() -> None:
 def test_a_cached_answer_still_tells_a_trace_its_rules() -> None:
     """rules.remembering: a cache hit replays the rules the cached call asked, so a
     service plan reused across builds was traced whole (solve.solver._remembered)."""
-    from layoutgen.runtimes.rules import remembering, tracing
+    from layoutgen.core.rules import remembering, tracing
 
     flip = rule("t-cached", 500, "2025-02-01", "test", "asked inside a cached call")
     calls = []

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from layoutgen.render.argv import flash_attn
+from layoutgen.spec.roles import flash_attn
 from layoutgen.spec.validate import validate_file
 
 from conftest import ROOT, run_cli

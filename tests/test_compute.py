@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from layoutgen.core.kvcache import KVSettings
 from layoutgen.models.profile import HParams
 from layoutgen.models.tensors import Tensor
 from layoutgen.runtimes.llama_cpp import LlamaCpp, compute
-from layoutgen.solve.kvcache import KVSettings
 
 MiB = 1 << 20
 DENSE = HParams(n_layer=4, n_embd=512, n_head=8, n_head_kv=2, key_length=64, n_ff=1024, vocab=1000)

@@ -308,7 +308,7 @@ def test_a_bare_fa_on_a_build_that_reads_no_value_is_planned_on(tmp_path: Path) 
     """ik before 3928 reads a bare -fa as on (its default was off): the plan reads it
     the same way, so a CPU-only service is sized with flash attention and its argv
     keeps the bare -fa (no '-fa off' of layoutgen's after it)."""
-    from layoutgen.render.argv import flash_attn
+    from layoutgen.spec.roles import flash_attn
 
     text = _spec("ik_llama.cpp", "3900", ["--jinja", "-fa"])
     text = text.replace("    gpus: [gpu0]\n", "    gpus: []\n")

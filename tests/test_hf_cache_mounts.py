@@ -24,7 +24,7 @@ import pytest
 from test_draft import BIG, SMALL
 
 from layoutgen.render.artifacts import render
-from layoutgen.render.mounts import HUB_DIR, hf_cache, model_volume
+from layoutgen.solve.mounts import HUB_DIR, hf_cache, model_volume
 from layoutgen.spec.source import parse
 from layoutgen.spec.validate import Validated, validate_document, validate_file
 

@@ -20,12 +20,12 @@ import pytest
 from ruamel.yaml import YAML
 from test_argv import _rules
 
+from layoutgen.core.override import apply
 from layoutgen.errors import InvalidInput
 from layoutgen.importer import import_text
 from layoutgen.importer.cmdline import read_command
 from layoutgen.importer.tospec import FLAGS, MAPPED
 from layoutgen.models.profile import dump_profile, load_profile
-from layoutgen.solve.override import apply
 from layoutgen.spec.validate import validate_file
 from tests.truth import synth, table
 

@@ -11,10 +11,7 @@ from pathlib import Path
 import pytest
 
 from layoutgen import runtimes
-from layoutgen.models.profile import HParams, Profile, load_profile
-from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp
-from layoutgen.runtimes.llama_cpp import LlamaCpp
-from layoutgen.solve.kvcache import (
+from layoutgen.core.kvcache import (
     KVSettings,
     LayerCache,
     cells,
@@ -24,6 +21,9 @@ from layoutgen.solve.kvcache import (
     streams,
     total_bytes,
 )
+from layoutgen.models.profile import HParams, Profile, load_profile
+from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp
+from layoutgen.runtimes.llama_cpp import LlamaCpp
 
 IK, MAIN = IkLlamaCpp(), LlamaCpp()
 MODELS = Path(__file__).resolve().parent.parent / "layouts" / "models"

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_tensor_placement import SPEC
 
+from layoutgen.core.override import Rule, apply, expert_rule, expert_rules, number_alternation
 from layoutgen.errors import InvalidInput
-from layoutgen.solve.override import Rule, apply, expert_rule, expert_rules, number_alternation
 from layoutgen.spec.patterns import PatternError, compile_pattern, refusal
 from layoutgen.spec.validate import validate_file
 

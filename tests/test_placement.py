@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from layoutgen.core.placement import loaded, place_weights, split_by_count
 from layoutgen.models.profile import Profile, load_profile
 from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp
 from layoutgen.runtimes.ik_llama_cpp.placement import computed_wkv_b, split_by_size, split_sizes
 from layoutgen.runtimes.llama_cpp import LlamaCpp
-from layoutgen.solve.placement import loaded, place_weights, split_by_count
 
 from conftest import ROOT
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from layoutgen import runtimes
+from layoutgen.core.rules import VersionError, parse_version
 from layoutgen.errors import InvalidInput
 from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp, _share
 from layoutgen.runtimes.llama_cpp import LlamaCpp
-from layoutgen.runtimes.rules import VersionError, parse_version
 from layoutgen.solve.plan import to_json
 from layoutgen.spec import flags, source
 from layoutgen.spec.validate import validate_file

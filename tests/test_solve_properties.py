@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
+from layoutgen.core.placement import loaded
 from layoutgen.errors import InvalidInput
 from layoutgen.models.profile import load_profile
 from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp
-from layoutgen.solve.placement import loaded
 from layoutgen.solve.plan import to_json
 from layoutgen.spec.source import parse
 from layoutgen.spec.validate import Validated, validate_document

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from test_argv import _rules
 
+from layoutgen.core.override import apply, expert_rules
+from layoutgen.core.placement import expert_layer, loaded
 from layoutgen.errors import Diagnostic
-from layoutgen.solve.override import apply, expert_rules
-from layoutgen.solve.placement import expert_layer, loaded
 from layoutgen.spec.validate import validate_file, validate_files
 
 from conftest import ROOT

@@ -19,7 +19,7 @@ import pytest
 from test_vllm_memory import LOGS, load, logged_activation, model_of, num, service_of
 from test_vllm_plan import CHAT, CODER, plan
 
-from layoutgen.runtimes import vllm_memory as vm
+from layoutgen.runtimes.vllm import memory as vm
 
 
 def _logged_tokens(record: dict[str, Any]) -> float | None:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from layoutgen.runtimes.vllm_memory import (
+from layoutgen.runtimes.vllm.memory import (
     Basis,
     GiB,
     KvCacheRefused,
@@ -483,10 +483,10 @@ def test_cudagraph_estimate_grows_with_sizes_layers_and_tp() -> None:
 
 
 def test_the_dated_rules_and_the_memory_model_name_the_same_releases() -> None:
-    """runtimes/vllm.py's RELEASES (the plan's rules) and vllm_memory's version checks
+    """runtimes/vllm/__init__.py's RELEASES (the plan's rules) and vllm_memory's version checks
     (the logs' model) date the same behaviour twice: they must agree."""
     from layoutgen.runtimes.vllm import RELEASES
-    from layoutgen.runtimes.vllm_memory import SNAPSHOT_BASELINE
+    from layoutgen.runtimes.vllm.memory import SNAPSHOT_BASELINE
 
     since = {r.name: r.since for r in RELEASES}
     assert since["snapshot-baseline"] == SNAPSHOT_BASELINE

@@ -2,7 +2,7 @@
 
 A vLLM service's footprint per GPU is one budget: its weights share, the
 activation peak, non-torch memory and CUDA graphs (the terms of
-``layoutgen.runtimes.vllm_memory``), and the KV cache for ``parallel``
+``layoutgen.runtimes.vllm.memory``), and the KV cache for ``parallel``
 requests of ``ctx`` tokens in whole blocks (plus the block pool's null
 block).  Checked here: the terms equal vllm_memory's, the rendered
 ``--gpu-memory-utilization`` never asks for more than the budget, tensor
@@ -20,7 +20,7 @@ import pytest
 
 from layoutgen.errors import InvalidInput
 from layoutgen.models.profile import load_profile
-from layoutgen.runtimes import vllm_memory as vm
+from layoutgen.runtimes.vllm import memory as vm
 from layoutgen.runtimes.vllm import vllm_model
 from layoutgen.solve.plan import to_json, to_text
 from layoutgen.spec.validate import Validated, validate_file

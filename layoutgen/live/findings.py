@@ -773,7 +773,7 @@ def same_build(kind: str, written: str, found: str) -> bool | None:
     from layoutgen import runtimes
 
     if kind == "vllm":
-        from layoutgen.runtimes.vllm_memory import version_tuple
+        from layoutgen.runtimes.vllm.memory import version_tuple
 
         return version_tuple(written) == version_tuple(found)
     a = runtimes.get(kind, written).version

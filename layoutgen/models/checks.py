@@ -12,16 +12,15 @@ import functools
 import re
 from collections.abc import Iterable, Iterator, Mapping
 
+from layoutgen.core.placement import expert_kind, expert_layer, expert_name, loaded
+from layoutgen.core.rules import Rule
+from layoutgen.core.runtime import Runtime
 from layoutgen.errors import Problem, Severity
 from layoutgen.models import quants
 from layoutgen.models.profile import Profile
 from layoutgen.models.tensors import Tensor, format_layers
-from layoutgen.render.argv import flash_attn, flash_attn_arg
-from layoutgen.runtimes.base import Runtime
-from layoutgen.runtimes.rules import Rule
-from layoutgen.solve.placement import expert_kind, expert_layer, expert_name, loaded
 from layoutgen.spec.patterns import PatternError, compile_pattern
-from layoutgen.spec.roles import ResolvedService
+from layoutgen.spec.roles import ResolvedService, flash_attn, flash_attn_arg
 from layoutgen.spec.schema import ExpertsAuto, ExpertsExplicit, ExpertsNCpuMoe, Spec
 
 
@@ -177,8 +176,8 @@ def _cache_types(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterator
 def _cache_blocks(rs: ResolvedService, rt: Runtime, profile: Profile) -> Iterator[Problem]:
     """Each cache row the runtime allocates is a whole number of its type's blocks (a q8_0
     row holds 32 elements): else the runtime refuses the context, and nothing can be sized."""
-    from layoutgen.runtimes.base import flag_value
-    from layoutgen.solve.kvcache import KVSettings, layer_caches
+    from layoutgen.core.kvcache import KVSettings, layer_caches
+    from layoutgen.core.runtime import flag_value
 
     mla = flag_value(rs.service.args, "-mla", "--mla-use")
     kv = KVSettings(

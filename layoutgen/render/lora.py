@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from layoutgen.render import quoting, sandbox
-from layoutgen.render.argv import UPDATES_DIR, adapter_path
 from layoutgen.render.oneshot import checked, daily_timer
+from layoutgen.solve.argv import UPDATES_DIR, adapter_path
 from layoutgen.spec.checks import DEFAULT_LORA_RANK, lora_base
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import LoraAdapter, Spec

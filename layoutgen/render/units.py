@@ -5,7 +5,7 @@ Rendering is split in two: this module decides *what* goes into the files
 only lay it out.  Conventions (DESIGN §7): ports published on 127.0.0.1
 unless ``expose``; GPUs by CDI name; the model's directory (a Hugging
 Face cache model: its repository folder, so the snapshot's links into
-``blobs/`` resolve; render/mounts.py) mounted read-only with a shared label
+``blobs/`` resolve; solve/mounts.py) mounted read-only with a shared label
 (``:ro,z``, so several containers can use it); no new privileges and every
 capability dropped but those the spec grants; unlimited memlock when the
 service pins host memory; a health check on ``/health``; services sharing a
@@ -18,16 +18,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from layoutgen.core.runtime import Runtime
 from layoutgen.errors import LayoutgenError
 from layoutgen.render import quoting, sandbox
-from layoutgen.render.argv import (
+from layoutgen.solve.argv import (
     API_KEY_PATH,
     adapter_mounts,
     draft_mounts,
     rpc_devices,
 )
-from layoutgen.render.mounts import MountError, model_volume, unique
-from layoutgen.runtimes.base import Runtime
+from layoutgen.solve.mounts import MountError, model_volume, unique
 from layoutgen.solve.plan import Plan, ServicePlan
 from layoutgen.spec.checks import LOOPBACK, RUNTIME_LORA_ENV, conflicting
 from layoutgen.spec.roles import ResolvedService

@@ -1,7 +1,7 @@
 """Runtimes: everything one runtime decides, as dated rules chosen by version.
 
 One package or module per runtime (``llama_cpp``, ``ik_llama_cpp``, ``vllm``),
-each a :class:`~layoutgen.runtimes.base.Runtime`; :func:`get` returns the one a
+each a :class:`~layoutgen.core.runtime.Runtime`; :func:`get` returns the one a
 spec's ``runtimes.<id>`` names, at its ``version``.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from layoutgen.runtimes.base import Runtime
+    from layoutgen.core.runtime import Runtime
 
 
 def get(

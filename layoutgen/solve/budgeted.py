@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 
 from layoutgen.errors import Problem
 from layoutgen.models.profile import Profile
-from layoutgen.runtimes import vllm_memory as vm
 from layoutgen.runtimes.vllm import Budget, Vllm, plan_budget, vllm_model
+from layoutgen.runtimes.vllm import memory as vm
 from layoutgen.solve.footprint import device_order
 from layoutgen.solve.overhead import per_gpu
 from layoutgen.solve.plan import BudgetPlan, Part, ServicePlan, StartCheck
@@ -71,7 +71,7 @@ def budget(
 
 def max_num_seqs(spec: Spec, rs: ResolvedService) -> int:
     """``max_num_seqs``, else vLLM's default for the release and the smallest of the
-    service's GPUs (:func:`~layoutgen.runtimes.vllm_memory.default_max_num_seqs`),
+    service's GPUs (:func:`~layoutgen.runtimes.vllm.memory.default_max_num_seqs`),
     rendered either way; never below ``parallel`` (the KV cache holds ``parallel``
     requests because the scheduler may run that many)."""
     if rs.service.max_num_seqs is not None:
@@ -89,7 +89,7 @@ def context_outside(spec: Spec, rs: ResolvedService, gpu: str) -> int:
     measures its budget after the context: ``host.gpu_overhead`` where written, else the
     default of the GPU's class (:func:`layoutgen.solve.overhead.per_gpu`).  0 where the
     release counts the context as non-torch memory inside the budget (0.6.5-0.6.6,
-    0.8.0-0.9.1: :func:`~layoutgen.runtimes.vllm_memory.context_in_budget`): counting it
+    0.8.0-0.9.1: :func:`~layoutgen.runtimes.vllm.memory.context_in_budget`): counting it
     beside as well planned it twice (issue 35).
 
     The class defaults hold vLLM's own: the 0.10.2+ logs print what was in use when

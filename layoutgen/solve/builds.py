@@ -2,7 +2,7 @@
 
 A runtime without ``version:`` runs whatever build its image or binary holds,
 and runtimes change where tensors land and how large buffers are from one
-build to the next (:mod:`layoutgen.runtimes.rules`).  Planning such a service
+build to the next (:mod:`layoutgen.core.rules`).  Planning such a service
 with the newest rules alone is how a layout validates and then OOMs on an older
 build, so the plan holds under every **epoch**: a span of builds that answer
 every rule the plan asked alike.
@@ -32,9 +32,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from layoutgen.core.rules import ASKED, FOR_MEMORY, Rule
 from layoutgen.errors import Problem, Severity
 from layoutgen.models.tensors import runs
-from layoutgen.runtimes.rules import ASKED, FOR_MEMORY, Rule
 from layoutgen.solve.plan import Part, Plan, ServicePlan
 from layoutgen.solve.solver import (
     DoesNotFit,
@@ -49,8 +49,8 @@ from layoutgen.solve.solver import (
 from layoutgen.spec.schema import ExpertsAuto
 
 if TYPE_CHECKING:
+    from layoutgen.core.runtime import Runtime
     from layoutgen.models.profile import Profile
-    from layoutgen.runtimes.base import Runtime
     from layoutgen.solve.scenarios import Scenarios
     from layoutgen.spec.roles import ResolvedService
     from layoutgen.spec.schema import Spec

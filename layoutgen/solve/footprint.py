@@ -13,78 +13,21 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 
+from layoutgen.core.kvcache import KVSettings, device_bytes, layer_caches, n_ctx
+from layoutgen.core.override import Rule, apply
+from layoutgen.core.placement import HOST, expert_layer, loaded, place_weights, tensor_slots
+from layoutgen.core.rules import remembering
+from layoutgen.core.runtime import Runtime, flag_value
+from layoutgen.core.setting import Basis, Setting, expert_bytes, output_device
 from layoutgen.models.profile import HParams, Profile
 from layoutgen.models.quants import by_name
-from layoutgen.render.argv import flash_attn
-from layoutgen.runtimes.base import Runtime, flag_value
 from layoutgen.runtimes.llama_cpp.compute import mla_q_head
-from layoutgen.runtimes.rules import remembering
-from layoutgen.solve.kvcache import KVSettings, device_bytes, layer_caches, n_ctx
 from layoutgen.solve.overhead import per_gpu
-from layoutgen.solve.override import Rule, apply
-from layoutgen.solve.placement import HOST, expert_layer, loaded, place_weights, tensor_slots
-from layoutgen.solve.plan import Basis, Part
-from layoutgen.spec.roles import ResolvedService
+from layoutgen.solve.plan import Part
+from layoutgen.spec.roles import ResolvedService, flash_attn
 from layoutgen.spec.schema import Spec
-
-
-@dataclass(frozen=True)
-class Setting:
-    """What the solver needs to know about one service, resolved once."""
-
-    name: str
-    rt: Runtime  # the runtime at the spec's version: everything it decides
-    profile: Profile
-    #: host GPU ids in the runtime's device order: rpc devices first (llama.cpp puts
-    #: them at the front of its list), in spec order, then local GPUs by NVML index
-    gpus: tuple[str, ...]
-    #: each GPU's buffer name, aligned with ``gpus``: RPC0[HOST:PORT], ..., CUDA0, ...
-    devices: tuple[str, ...]
-    #: buffers whose allocations follow ggml-cuda's rules (row padding, alignment)
-    cuda: frozenset[str]
-    kv: KVSettings
-    mmap: bool
-    measured: Mapping[str, Mapping[str, int]]  # buffer -> {"compute": bytes, ...}
-    #: bytes per GPU buffer the process takes beyond its buffers (CUDA context, ...):
-    #: host.gpu_overhead, or its default by GPU class (solve.overhead)
-    overhead: Mapping[str, int]
-    #: an MLA model's qk_nope + rope (compute.mla_q_head), read from its tensors once
-    mla_q_head: int = 0
-    #: the passthrough args, for flags only one runtime reads (its module parses them)
-    args: tuple[str, ...] = ()
-    #: the host CPU's instruction set level (host.cpu.isa)
-    isa: str = "x86-64-v3"
-    #: -ngl N: layers on GPUs counted from the end, the output layer as one (None: all)
-    gpu_layers: int | None = None
-    #: the spec's tensor_overrides as (pattern, buffer or "host"), in order
-    user_rules: tuple[tuple[str, str], ...] = ()
-    #: tensor -> buffer or "host" for every loaded tensor a user rule matches (first wins)
-    user_pins: Mapping[str, str] = field(default_factory=dict)
-    #: -sm row: each GPU's share of every matrix's rows (None: -sm layer)
-    row_shares: tuple[float, ...] | None = None
-
-    @property
-    def local_gpus(self) -> bool:
-        """Whether the process drives a GPU itself (then host buffers are CUDA_Host)."""
-        return any(name.startswith("CUDA") for name in self.devices)
-
-    def device_of(self, buffer: str) -> str:
-        if buffer in self.devices:
-            return self.gpus[self.devices.index(buffer)]
-        if m := _SPLIT_PART.match(buffer):
-            return self.gpus[int(m["i"])]
-        return "host"
-
-    def buffer_of(self, gpu: str) -> str:
-        return self.devices[self.gpus.index(gpu)]
-
-
-#: -sm row: GPU i's part of the split buffer (llama.cpp logs one CUDA_Split, the total)
-_SPLIT_PART = re.compile(r"^CUDA_Split\[(?P<i>[0-9]+)\]$")
 
 
 def shares(spec: Spec, rs: ResolvedService, gpus: tuple[str, ...]) -> tuple[float, ...]:
@@ -318,18 +261,6 @@ def offloaded(s: Setting) -> list[int]:
     return list(range(s.rt.gpu_layers(n_layer, s.gpu_layers)[0], n_layer))
 
 
-def output_device(s: Setting) -> str | None:
-    """Where the output layer goes: the last device, unless ``-ngl N`` keeps it on
-    the CPU (then None: the host)."""
-    if not s.devices:
-        return None
-    if s.row_shares is not None:
-        return s.devices[0]  # -sm row: the main GPU's (its matrix in the split buffer)
-    if s.gpu_layers is None or s.rt.gpu_layers(s.profile.hparams.n_layer, s.gpu_layers)[1]:
-        return s.devices[-1]
-    return None
-
-
 def layer_split(s: Setting, shares: tuple[float, ...]) -> dict[int, str]:
     """Which device holds each layer (attention, KV, compute); {} on a CPU-only service.
     Layers not in the result run on the CPU (a partial ``-ngl``)."""
@@ -341,32 +272,6 @@ def layer_split(s: Setting, shares: tuple[float, ...]) -> dict[int, str]:
         # -sm row: every layer's KV and compute on the main GPU, the first
         return dict.fromkeys(layers, devices[0])
     return s.rt.layer_split(s, kv_per_layer(s, cuda=True), shares, layers)
-
-
-def expert_bytes(profile: Profile, runtime: Runtime) -> dict[int, int]:
-    """Bytes of routed experts per expert layer (what one placement decision moves)."""
-    return dict(_expert_bytes(profile, runtime))
-
-
-@remembering(64)
-def expert_tensor_bytes(profile: Profile, runtime: Runtime) -> dict[int, tuple[int, ...]]:
-    """Each expert layer's routed-expert tensors' bytes, largest first."""
-    out: dict[int, list[int]] = {}
-    for t in loaded(profile, runtime):
-        layer = expert_layer(t.name)
-        if layer is not None:
-            out.setdefault(layer, []).append(t.nbytes)
-    return {layer: tuple(sorted(sizes, reverse=True)) for layer, sizes in sorted(out.items())}
-
-
-@remembering(64)
-def _expert_bytes(profile: Profile, runtime: Runtime) -> tuple[tuple[int, int], ...]:
-    out: dict[int, int] = {}
-    for t in loaded(profile, runtime):
-        layer = expert_layer(t.name)
-        if layer is not None:
-            out[layer] = out.get(layer, 0) + t.nbytes
-    return tuple(sorted(out.items()))
 
 
 def expert_tensors(s: Setting) -> dict[int, tuple[tuple[str, int], ...]]:

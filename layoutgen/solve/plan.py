@@ -19,12 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from layoutgen.core.setting import Basis
+
 SCHEMA = 1
-#: exact: from the profile and the runtime's rules; estimated: the compute model;
-#: upper-bound: an estimate with a term layoutgen bounds from above because the
-#: runtime's exact use is not known (e.g. host experts staged through a GPU);
-#: measured: from a start-up log (calibrate)
-Basis = Literal["exact", "estimated", "upper-bound", "measured"]
 PARTS = ("weights", "created", "kv", "compute", "overhead")
 
 

@@ -17,24 +17,23 @@ import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from layoutgen.core.placement import expert_kind, expert_name
+from layoutgen.core.rules import Rule, flags_only, tracing
+from layoutgen.core.setting import Setting, expert_bytes
 from layoutgen.errors import LayoutgenError, Problem, Severity
 from layoutgen.models.profile import Profile
-from layoutgen.render.argv import server_argv, vllm_argv
-from layoutgen.runtimes.rules import Rule, flags_only, tracing
+from layoutgen.solve.argv import server_argv, vllm_argv
 from layoutgen.solve.footprint import (
-    Setting,
     add_parts,
     buffers,
     draft_buffers,
     draft_setting,
-    expert_bytes,
     expert_tensors,
     layer_split,
     moved_tensors,
     setting,
     shares,
 )
-from layoutgen.solve.placement import expert_kind, expert_name
 from layoutgen.solve.plan import PARTS, DevicePlan, Part, Plan, ServicePlan
 from layoutgen.solve.scenarios import Scenarios, TooManyScenarios, scenarios
 from layoutgen.spec.roles import ResolvedService

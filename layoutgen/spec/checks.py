@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from layoutgen import runtimes
+from layoutgen.core.runtime import Runtime
 from layoutgen.errors import Problem, Severity, SpecPath
 from layoutgen.models.profile import Profile
-from layoutgen.runtimes.base import Runtime
 from layoutgen.spec import expansions, flags, patterns
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import (

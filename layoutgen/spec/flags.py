@@ -4,7 +4,7 @@ Every item of a service's ``args`` is read as its runtime reads its argv, at the
 spec's ``runtimes.<id>.version``, against that runtime's flag table (generated from
 the runtime's own argument parser: :mod:`layoutgen.runtimes.llama_cpp.flag_table`,
 :mod:`layoutgen.runtimes.ik_llama_cpp.flag_table`,
-:mod:`layoutgen.runtimes.vllm_flag_table`):
+:mod:`layoutgen.runtimes.vllm.flag_table`):
 
 * a spelling no build has: an error with the closest spellings (difflib);
 * a spelling that build lacks: an error naming the builds that have it;
@@ -69,7 +69,7 @@ _SPEC = (
 )
 
 #: spellings whose effect the plan reads from args (layoutgen.solve.footprint,
-#: layoutgen.render.argv.flash_attn, the runtimes' attn_max_mib/output_tokens/
+#: layoutgen.solve.argv.flash_attn, the runtimes' attn_max_mib/output_tokens/
 #: fused_moe/merges_up_gate/repacked), or that only restate the default
 MODELLED: frozenset[str] = frozenset(
     {
@@ -420,7 +420,7 @@ def table(kind: str) -> Table:
     elif kind == "ik_llama.cpp":
         from layoutgen.runtimes.ik_llama_cpp import flag_table as mod  # type: ignore[no-redef]
     else:
-        from layoutgen.runtimes import vllm_flag_table as mod  # type: ignore[no-redef]
+        from layoutgen.runtimes.vllm import flag_table as mod  # type: ignore[no-redef]
 
     def key(x: Any) -> Any:
         return _release(x) if kind == "vllm" else int(x)
@@ -861,10 +861,10 @@ def _flash_attn(
     values: list[str],
 ) -> Iterator[Problem]:
     """``-fa`` as the build reads it, against what the plan reads
-    (layoutgen.render.argv.flash_attn: the value after the last -fa, else on with
+    (layoutgen.solve.argv.flash_attn: the value after the last -fa, else on with
     GPUs)."""
     from layoutgen import runtimes
-    from layoutgen.render.argv import flash_attn
+    from layoutgen.spec.roles import flash_attn
 
     # the plan reads -fa as the spec's build does (a bare -fa is on before ik 3928)
     rt = runtimes.get(kind, str(build)) if build is not None and kind != "vllm" else None
@@ -872,7 +872,7 @@ def _flash_attn(
         # a bare -fa: on in the builds that read no value.  Without a build the plan
         # reads the word after -fa as its value: none (the last argument) leaves flash
         # attention off on the CPU alone, a word such as 'off' (the newer form) too
-        from layoutgen.render.argv import flash_attn_arg
+        from layoutgen.spec.roles import flash_attn_arg
 
         if flash_attn(rs, rt):
             return

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from layoutgen.core.runtime import Runtime
 from layoutgen.models.tensors import format_layers
 from layoutgen.spec.schema import ExpertsAuto, ExpertsGpu, ExpertsHost, Service, Spec
 
@@ -201,3 +202,15 @@ def _show_value(value: Any) -> str:
     if isinstance(value, tuple | list) and all(isinstance(v, int) for v in value):
         return "[" + format_layers(value, sep="-", join=", ") + "]"
     return str(value)
+
+
+def flash_attn_arg(rs: ResolvedService, rt: Runtime | None = None) -> str | None:
+    """RS's ``-fa`` value as RT's build reads it (:meth:`Runtime.flash_attn_arg`; no
+    build: the newest reading, the value after the last -fa)."""
+    return (rt or Runtime()).flash_attn_arg(rs.service.args)
+
+
+def flash_attn(rs: ResolvedService, rt: Runtime | None = None) -> bool:
+    """Whether RS runs with flash attention, as its runtime decides
+    (:meth:`Runtime.flash_attn`): the one answer argv and sizing share."""
+    return (rt or Runtime()).flash_attn(rs.service.args, bool(rs.gpus))

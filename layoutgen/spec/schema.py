@@ -30,8 +30,8 @@ from pydantic import (
 )
 
 from layoutgen import runtimes
-from layoutgen.runtimes.base import Runtime as RuntimeRules
-from layoutgen.runtimes.rules import parse_version
+from layoutgen.core.rules import parse_version
+from layoutgen.core.runtime import Runtime as RuntimeRules
 from layoutgen.spec import literals
 from layoutgen.spec.sizes import SIZE_PATTERN, parse_size
 from layoutgen.speed import hardware

@@ -42,12 +42,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from layoutgen.core.placement import expert_kind, loaded
+from layoutgen.core.runtime import Runtime
 from layoutgen.errors import Problem, Severity
 from layoutgen.models.profile import Profile
 from layoutgen.models.quants import by_name, known
 from layoutgen.models.tensors import Tensor
-from layoutgen.runtimes.base import Runtime
-from layoutgen.solve.placement import expert_kind, loaded
 from layoutgen.solve.plan import Marginal, Plan, ServicePlan, SpeedPlan, Trade
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import Spec

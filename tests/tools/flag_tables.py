@@ -23,7 +23,7 @@ The output is Python source on stdout (SAMPLES, and FLAGS: each spelling, its
 option's canonical spelling, and spans of (first build or release holding it, first
 lacking it or None, values read)).  It replaces everything after ``from typing
 import Any`` in layoutgen/runtimes/llama_cpp/flag_table.py,
-layoutgen/runtimes/ik_llama_cpp/flag_table.py or layoutgen/runtimes/vllm_flag_table.py
+layoutgen/runtimes/ik_llama_cpp/flag_table.py or layoutgen/runtimes/vllm/flag_table.py
 (whose docstrings say what was read); then ``ruff format`` them.  The classes
 (modelled, refused with a reason, harmless) are kept by hand in
 layoutgen/spec/flags.py; tests/test_flags.py checks that every spelling they name is

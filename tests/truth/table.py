@@ -34,10 +34,10 @@ from ruamel.yaml import YAML
 
 from layoutgen import runtimes
 from layoutgen.calibrate.startlog import read_log
+from layoutgen.core.override import Rule, apply
+from layoutgen.core.placement import expert_layer
 from layoutgen.errors import InvalidInput
 from layoutgen.models.profile import dump_profile
-from layoutgen.solve.override import Rule, apply
-from layoutgen.solve.placement import expert_layer
 from layoutgen.spec import source
 from layoutgen.spec.validate import validate_document
 from tests.truth import synth

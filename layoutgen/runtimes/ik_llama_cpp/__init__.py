@@ -16,15 +16,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from layoutgen.core.rules import Rule, rule
+from layoutgen.core.runtime import Runtime, flag_value
 from layoutgen.models.quants import by_name
-from layoutgen.runtimes.base import Runtime, flag_value
-from layoutgen.runtimes.rules import Rule, rule
 
 if TYPE_CHECKING:
+    from layoutgen.core.setting import Basis, Setting
     from layoutgen.models.profile import HParams, Profile
     from layoutgen.models.tensors import Tensor
-    from layoutgen.solve.footprint import Setting
-    from layoutgen.solve.plan import Basis
 
 _KEEP_IN_NEXTN = re.compile(r"\.attn_[kv]_b\.weight$")
 _MAINLINE_KV = frozenset({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1"})
@@ -266,9 +265,9 @@ class IkLlamaCpp(Runtime):
         shares: Sequence[float],
         layers: Sequence[int],
     ) -> dict[int, str]:
+        from layoutgen.core.placement import split_by_count
+        from layoutgen.core.setting import output_device
         from layoutgen.runtimes.ik_llama_cpp.placement import split_by_size, split_sizes
-        from layoutgen.solve.footprint import output_device
-        from layoutgen.solve.placement import split_by_count
 
         # a partial -ngl splits only the offloaded layers, and the output when it goes
         with_output = output_device(s) is not None
@@ -311,7 +310,7 @@ class IkLlamaCpp(Runtime):
 
     def sizes_state(self, hp: HParams) -> bool:
         """Only qwen3next-style recurrent layers (ssm groups and time-step rank): the
-        packed conv + delta-net state is what layoutgen.solve.kvcache models."""
+        packed conv + delta-net state is what layoutgen.core.kvcache models."""
         return bool(hp.ssm_group_count and hp.ssm_time_step_rank)
 
     def kv_for_nextn(self) -> bool:

@@ -60,18 +60,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from layoutgen.runtimes.base import dense_staged
+from layoutgen.core.kvcache import cells
+from layoutgen.core.placement import has_lm_head
+from layoutgen.core.rules import remembering
+from layoutgen.core.runtime import dense_staged
 from layoutgen.runtimes.ik_llama_cpp.placement import expert_activations, offload_copy
-from layoutgen.runtimes.rules import remembering
-from layoutgen.solve.kvcache import cells
-from layoutgen.solve.placement import has_lm_head
 
 if TYPE_CHECKING:
+    from layoutgen.core.runtime import Runtime
+    from layoutgen.core.setting import Basis, Setting
     from layoutgen.models.profile import HParams, Profile
-    from layoutgen.runtimes.base import Runtime
     from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp
-    from layoutgen.solve.footprint import Setting
-    from layoutgen.solve.plan import Basis
 
 F32, F16 = 4, 2
 MiB = 1 << 20
@@ -98,14 +97,14 @@ def masks(s: Setting) -> int:
 
 def _expert_layers(s: Setting) -> list[int]:
     """The layers with routed experts the runtime loads (from the profile's tensors)."""
-    from layoutgen.solve.footprint import expert_bytes
+    from layoutgen.core.setting import expert_bytes
 
     return list(expert_bytes(s.profile, s.rt))
 
 
 def _host_expert_bytes(s: Setting, experts: Mapping[int, str]) -> int:
     """Bytes of every routed-expert tensor left in host memory."""
-    from layoutgen.solve.footprint import expert_bytes
+    from layoutgen.core.setting import expert_bytes
 
     return sum(b for il, b in expert_bytes(s.profile, s.rt).items() if il not in experts)
 
@@ -135,8 +134,8 @@ def _cpu_only_host_experts(s: Setting, experts: Mapping[int, str]) -> bool:
 def _expert_layers_by_cuda(profile: Profile, rt: Runtime) -> tuple[frozenset[int], ...]:
     """The expert layers holding a routed-expert tensor of a type some CUDA build
     multiplies, and those holding one of a type none does."""
+    from layoutgen.core.placement import expert_layer, loaded
     from layoutgen.runtimes.ik_llama_cpp.cuda_types import CUDA_MATMUL
-    from layoutgen.solve.placement import expert_layer, loaded
 
     cuda: set[int] = set()
     cpu: set[int] = set()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from layoutgen.runtimes.rules import Rule, Version, rule
+from layoutgen.core.rules import Rule, Version, rule
 
 #: type -> (first build, date, commit) whose CUDA backend multiplies it
 _SINCE: Mapping[str, tuple[int, str, str]] = {

@@ -11,10 +11,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 
+from layoutgen.core.placement import expert_layer, layer_sizes, loaded, nextn_layers
+from layoutgen.core.runtime import Runtime
 from layoutgen.models.profile import Profile
 from layoutgen.models.quants import tensor_nbytes
-from layoutgen.runtimes.base import Runtime
-from layoutgen.solve.placement import expert_layer, layer_sizes, loaded, nextn_layers
 
 
 def _ik() -> Runtime:

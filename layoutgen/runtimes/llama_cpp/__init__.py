@@ -18,15 +18,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from layoutgen.core.rules import rule
+from layoutgen.core.runtime import Runtime, dense_staged
 from layoutgen.models.quants import by_name
-from layoutgen.runtimes.base import Runtime, dense_staged
-from layoutgen.runtimes.rules import rule
 
 if TYPE_CHECKING:
+    from layoutgen.core.setting import Basis, Setting
     from layoutgen.models.profile import Profile
     from layoutgen.models.tensors import Tensor
-    from layoutgen.solve.footprint import Setting
-    from layoutgen.solve.plan import Basis
 
 RULES = (
     rule(
@@ -444,7 +443,7 @@ class LlamaCpp(Runtime):
     ) -> dict[int, str]:
         """By count over the offloaded layers and the output (``llama_model::load_tensors``:
         layer il goes where the cumulative share covers (il - i_gpu_start) / n_gpu)."""
-        from layoutgen.solve.placement import split_by_count
+        from layoutgen.core.placement import split_by_count
 
         return split_by_count(list(layers), s.devices, shares)
 
@@ -476,9 +475,9 @@ class LlamaCpp(Runtime):
         experts: Mapping[int, str],
     ) -> tuple[int, Basis]:
         """Derived from its graph and scheduler (:mod:`.compute`); 0 for weight-only buffers."""
+        from layoutgen.core.placement import has_lm_head
+        from layoutgen.core.setting import expert_bytes, expert_tensor_bytes
         from layoutgen.runtimes.llama_cpp import compute
-        from layoutgen.solve.footprint import expert_bytes, expert_tensor_bytes
-        from layoutgen.solve.placement import has_lm_head
 
         g = compute.Graph(
             hparams=s.profile.hparams,
@@ -530,7 +529,7 @@ class LlamaCpp(Runtime):
         host, 8.25 MiB ((4096 + 128) x 512 x 4); at -ngl 0 its output head, 304.75."""
         if not self.blas or not s.local_gpus or s.kv.ubatch < 32:
             return 0
-        from layoutgen.solve.placement import HOST, expert_layer, loaded
+        from layoutgen.core.placement import HOST, expert_layer, loaded
 
         groups: dict[tuple[int | None, str], list[int]] = {}
         for t in loaded(s.profile, self):

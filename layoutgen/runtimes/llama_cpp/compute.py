@@ -79,9 +79,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from layoutgen.core.kvcache import KVSettings, cells
 from layoutgen.models.profile import HParams
 from layoutgen.models.tensors import Tensor
-from layoutgen.solve.kvcache import KVSettings, cells
 
 #: llama.cpp enables op offload for batches of at least this many tokens (ggml-cuda)
 OFFLOAD_MIN_BATCH = 32

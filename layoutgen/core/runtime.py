@@ -21,13 +21,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from layoutgen.runtimes.rules import Rule, Version, parse_version
+from layoutgen.core.rules import Rule, Version, parse_version
 
 if TYPE_CHECKING:
+    from layoutgen.core.setting import Basis, Setting
     from layoutgen.models.profile import HParams, Profile
     from layoutgen.models.tensors import Tensor
-    from layoutgen.solve.footprint import Setting
-    from layoutgen.solve.plan import Basis
 
 Flavour = Literal["mainline", "ik"]
 
@@ -221,7 +220,7 @@ class Runtime:
         """The expert layers ``--n-cpu-moe n`` keeps in host RAM."""
         raise NotImplementedError
 
-    # ---- KV cache (read by layoutgen.solve.kvcache) --------------------------------
+    # ---- KV cache (read by layoutgen.core.kvcache) --------------------------------
 
     def ctx_padding(self, flash_attn: bool) -> int:
         """The multiple the total context is padded to."""
@@ -289,6 +288,31 @@ class Runtime:
         """Whether this build's -fa takes no value (the flag alone turns it on)."""
         return False
 
+    def flash_attn_arg(self, args: Sequence[str]) -> str | None:
+        """The value of the last ``-fa``/``--flash-attn`` in passthrough ARGS, if any, as
+        this build reads it: where -fa takes no value (ik before 3928) the flag alone is
+        "on"."""
+        value = None
+        if any(a in ("-fa", "--flash-attn") for a in args) and self.fa_bare():
+            return "on"
+        for i, arg in enumerate(args):
+            if arg in ("-fa", "--flash-attn") and i + 1 < len(args):
+                value = args[i + 1]
+        return value
+
+    def flash_attn(self, args: Sequence[str], gpus: bool) -> bool:
+        """Whether the server runs with flash attention: the one answer argv and sizing share.
+
+        The user's ``-fa`` decides (``auto`` counts as on: both runtimes enable
+        it where the backend supports it, and llama.cpp does for a quantized V
+        cache); otherwise layoutgen renders ``-fa on`` with GPUs and ``-fa off``
+        on the CPU alone.
+        """
+        value = self.flash_attn_arg(args)
+        if value is None:
+            return gpus
+        return value not in ("off", "0", "false")
+
     def fit_off(self) -> list[str]:
         """Flags that stop the runtime re-fitting the placement on its own."""
         return []
@@ -331,7 +355,7 @@ def dense_staged(s: Setting, layers: Mapping[int, str], output: str | None) -> i
     or more; ggml's scheduler, in llama.cpp and ik_llama.cpp alike).  Routed
     experts are the runtimes' own (staged one tensor per split); token embeddings
     are read by get_rows, never offloaded."""
-    from layoutgen.solve.placement import expert_layer, loaded
+    from layoutgen.core.placement import expert_layer, loaded
 
     best = 0
     for t in loaded(s.profile, s.rt):

@@ -10,7 +10,7 @@ many tokens (``ctx`` = ``--max-model-len``) the KV cache must hold at once
 many its scheduler runs), the KV cache is sized for them in whole blocks, and the budget is the
 weights share + activation peak + non-torch memory (+ CUDA graphs where the
 release counts them in the budget) + that KV cache.  The memory terms come
-from :mod:`layoutgen.runtimes.vllm_memory`; this module holds what the
+from :mod:`layoutgen.runtimes.vllm.memory`; this module holds what the
 solver and the renderers ask: versions and their dated rules, the model's
 dimensions from a ``format: safetensors`` profile, how many GPUs can split
 it, the flags layoutgen owns, and the rounded ``--gpu-memory-utilization``.
@@ -26,14 +26,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
+from layoutgen.core.rules import Version, VersionError
+from layoutgen.core.runtime import Runtime
 from layoutgen.errors import printable
 from layoutgen.models.profile import HParams, Profile
-from layoutgen.runtimes.base import Runtime
-from layoutgen.runtimes.rules import Version, VersionError
 from layoutgen.spec.literals import clip
 
 if TYPE_CHECKING:
-    from layoutgen.runtimes import vllm_memory as vm
+    from layoutgen.runtimes.vllm import memory as vm
 
 #: the newest release whose source the rules were read from (no ``version:``)
 NEWEST = "0.33.0"
@@ -189,7 +189,7 @@ class Vllm(Runtime):
     @classmethod
     def parse_version(cls, text: str) -> Version:
         """A vLLM release as pip shows it (``0.11.0``, ``v0.10.1.1``, ``0.19.2rc1``)."""
-        from layoutgen.runtimes import vllm_memory as vm
+        from layoutgen.runtimes.vllm import memory as vm
 
         if not _VERSION.fullmatch(text):
             raise VersionError(
@@ -210,7 +210,7 @@ class Vllm(Runtime):
     @property
     def release(self) -> tuple[int, ...]:
         """The release whose rules apply (the newest read when no version is given)."""
-        from layoutgen.runtimes import vllm_memory as vm
+        from layoutgen.runtimes.vllm import memory as vm
 
         return vm.version_tuple(NEWEST if self.version is None else self.version.text)
 
@@ -276,7 +276,7 @@ def vllm_model(profile: Profile, tp: int, *, mtp: bool = False) -> vm.VllmModel:
     KV like any attention layer (EagleProposer's layers join the KV cache groups);
     their weights are in the profile's bytes either way (``mtp.*`` tensors and
     decoder layers past num_hidden_layers are profiled, hf_checkpoint.py)."""
-    from layoutgen.runtimes import vllm_memory as vm
+    from layoutgen.runtimes.vllm import memory as vm
 
     hp = profile.hparams
     heads = _most(hp.n_head)
@@ -385,9 +385,9 @@ def plan_budget(
     ``totals``: each GPU's total memory.  ``room``: the most the budget may
     take on the tightest of them beside everything else; when what that leaves
     for KV is below one request, vLLM would refuse to start, and
-    :class:`~layoutgen.runtimes.vllm_memory.KvCacheRefused` says what fits.
+    :class:`~layoutgen.runtimes.vllm.memory.KvCacheRefused` says what fits.
     """
-    from layoutgen.runtimes import vllm_memory as vm
+    from layoutgen.runtimes.vllm import memory as vm
 
     tp = len(totals)
     service = vm.VllmService(

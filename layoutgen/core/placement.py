@@ -1,5 +1,5 @@
 """Where each weight tensor lands: the rules both runtimes share, and the questions
-each answers for itself (:class:`~layoutgen.runtimes.base.Runtime`).
+each answers for itself (:class:`~layoutgen.core.runtime.Runtime`).
 
 Shared (llama.cpp ``llama_model::load_tensors``, ik_llama.cpp
 ``create_tensors_helper``; checked against seed 001's logs and the oracles):
@@ -24,10 +24,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from layoutgen.core.rules import remembering
+from layoutgen.core.runtime import Runtime
 from layoutgen.models.profile import Profile
 from layoutgen.models.tensors import Tensor
-from layoutgen.runtimes.base import Runtime
-from layoutgen.runtimes.rules import remembering
 
 _EXPERT = re.compile(r"^blk\.(?P<layer>\d+)\.ffn_(?P<kind>up|gate|down|gate_up)_exps\.weight$")
 

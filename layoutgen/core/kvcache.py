@@ -22,9 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from layoutgen.core.runtime import Runtime
 from layoutgen.models.profile import HParams
 from layoutgen.models.quants import QuantType, by_name
-from layoutgen.runtimes.base import Runtime
 
 Kind = Literal["gqa", "mla", "swa", "recurrent", "indexer"]
 

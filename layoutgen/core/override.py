@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from layoutgen.solve.placement import expert_kind
+from layoutgen.core.placement import expert_kind
 from layoutgen.spec.patterns import compile_pattern
 
 EXPERT_KINDS = ("up", "gate", "down", "gate_up")

@@ -16,15 +16,15 @@ import json
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-from layoutgen.render.mounts import container_path, model_volume
-from layoutgen.solve.override import Rule, expert_rules
-from layoutgen.solve.placement import HOST
+from layoutgen.core.override import Rule, expert_rules
+from layoutgen.core.placement import HOST
+from layoutgen.solve.mounts import container_path, model_volume
 from layoutgen.solve.plan import ServicePlan
-from layoutgen.spec.roles import ResolvedService
+from layoutgen.spec.roles import ResolvedService, flash_attn, flash_attn_arg
 from layoutgen.spec.schema import ExpertsHost, ExpertsNCpuMoe, Rpc, Spec, Speculative
 
 if TYPE_CHECKING:
-    from layoutgen.runtimes.base import Runtime
+    pass
 
 #: where a container finds its LoRA adapters (each mounted read-only by name), and the
 #: directories a daily update picks the newest adapter from
@@ -34,37 +34,9 @@ UPDATES_DIR = PurePosixPath("/adapter-updates")
 API_KEY_PATH = "/run/secrets/api-key"
 
 
-def flash_attn_arg(rs: ResolvedService, rt: Runtime | None = None) -> str | None:
-    """The value of the last ``-fa``/``--flash-attn`` in passthrough args, if any, as
-    RT's build reads it: where -fa takes no value (ik before 3928) the flag alone is
-    "on"."""
-    value = None
-    args = rs.service.args
-    if rt is not None and any(a in ("-fa", "--flash-attn") for a in args) and rt.fa_bare():
-        return "on"
-    for i, arg in enumerate(args):
-        if arg in ("-fa", "--flash-attn") and i + 1 < len(args):
-            value = args[i + 1]
-    return value
-
-
-def flash_attn(rs: ResolvedService, rt: Runtime | None = None) -> bool:
-    """Whether the server runs with flash attention: the one answer argv and sizing share.
-
-    The user's ``-fa`` decides (``auto`` counts as on: both runtimes enable
-    it where the backend supports it, and llama.cpp does for a quantized V
-    cache); otherwise layoutgen renders ``-fa on`` with GPUs and ``-fa off``
-    on the CPU alone.
-    """
-    value = flash_attn_arg(rs, rt)
-    if value is None:
-        return bool(rs.gpus)
-    return value not in ("off", "0", "false")
-
-
 def model_path(spec: Spec, rs: ResolvedService) -> str:
     """Where the server finds the model: in a container, under /models/<id>/ or in its
-    Hugging Face cache repository (render/mounts.py); else on the host."""
+    Hugging Face cache repository (solve/mounts.py); else on the host."""
     runtime = spec.runtimes[rs.service.runtime]
     path = spec.models[rs.service.model].path
     if runtime.image is None:
