@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from layoutgen.spec.validate import Validated
+    from layoutgen.render.validate import Validated
 
 app = typer.Typer(
     name="layoutgen",
@@ -58,7 +58,7 @@ AllowOutside = Annotated[
 
 def _allow_outside(on: bool) -> None:
     """Set for this command (tests run several in one process): on only when given."""
-    from layoutgen.spec import source
+    from layoutgen.inputs import source
 
     source.allow_outside(on)
 
@@ -79,8 +79,8 @@ def validate(
     """Check specs: schema, references, consistency. Exit 0 valid, 1 invalid."""
     _allow_outside(allow_outside)
     from layoutgen.errors import Severity
+    from layoutgen.render.validate import validate_files
     from layoutgen.spec.roles import explain as explain_service
-    from layoutgen.spec.validate import validate_files
 
     results = validate_files([(path, str(path)) for path in specs])
     for result in results:
@@ -180,8 +180,8 @@ def plan(
     """Show the budget: per device and service, weights/KV/compute/overhead, expert layers."""
     _allow_outside(allow_outside)
     from layoutgen.errors import Severity
+    from layoutgen.render.validate import validate_files
     from layoutgen.solve.plan import to_json, to_text
-    from layoutgen.spec.validate import validate_files
 
     (result,) = validate_files([(spec, str(spec))])
     if result.validated is None:
@@ -192,7 +192,7 @@ def plan(
         print(diag.gcc(), file=sys.stderr)
     planned = result.validated.plan
     if depth:
-        from layoutgen.speed.plan_speed import plan_at_depth
+        from layoutgen.solve.plan_speed import plan_at_depth
 
         planned = plan_at_depth(planned, depth)
     if as_json:
@@ -245,8 +245,8 @@ def render(
     """
     from layoutgen.errors import LayoutgenError
     from layoutgen.render.artifacts import render as render_files
-    from layoutgen.spec.hostcheck import name_per_spec
-    from layoutgen.spec.validate import validate_files
+    from layoutgen.render.hostcheck import name_per_spec
+    from layoutgen.render.validate import validate_files
 
     _allow_outside(allow_outside)
 
@@ -351,8 +351,8 @@ def _write_out(
 ) -> int:
     """render's output half: write out/ (or compare it, for --check); the exit code."""
     from layoutgen.errors import LayoutgenError
+    from layoutgen.inputs import source
     from layoutgen.render import outdir
-    from layoutgen.spec import source
 
     why = source.outside(
         out,
@@ -532,7 +532,7 @@ def calibrate(
         print(f"  {buf}: {sizes}", file=sys.stderr)
     # The sizes stay written even when the spec no longer validates: they are
     # what the runtime allocated, and the failure is what the user must see.
-    from layoutgen.spec.validate import validate_files
+    from layoutgen.render.validate import validate_files
 
     (result,) = validate_files([(spec, str(spec))])
     for diag in result.diagnostics:
@@ -705,7 +705,7 @@ def doctor(
     from layoutgen.live import doctor as live_doctor
     from layoutgen.live import findings as live_findings
     from layoutgen.live import nvml
-    from layoutgen.spec.validate import validate_files
+    from layoutgen.render.validate import validate_files
 
     (result,) = validate_files([(spec, str(spec))])
     if result.validated is None:

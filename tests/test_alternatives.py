@@ -16,7 +16,7 @@ from pathlib import Path
 from test_vllm_plan import CHAT, PROFILE, refused, spec_text
 
 from layoutgen.render.artifacts import render
-from layoutgen.spec.validate import Validated, validate_file
+from layoutgen.render.validate import Validated, validate_file
 
 from realtools import parse_unit, quadlet_dryrun, systemd_verify, unit_values
 

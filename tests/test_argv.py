@@ -16,7 +16,7 @@ import pytest
 
 from layoutgen.core.override import Rule, apply
 from layoutgen.core.placement import expert_layer, loaded
-from layoutgen.spec.validate import validate_file
+from layoutgen.render.validate import validate_file
 
 from conftest import ROOT
 

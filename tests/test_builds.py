@@ -17,10 +17,10 @@ import pytest
 
 from layoutgen.core.rules import ASKED, rule
 from layoutgen.core.runtime import Runtime
+from layoutgen.render.validate import Validated, validate_file
 from layoutgen.solve import builds
 from layoutgen.solve.solver import DoesNotFit, solve, solve_at
 from layoutgen.spec.schema import Spec
-from layoutgen.spec.validate import Validated, validate_file
 
 from conftest import run_cli
 
@@ -166,7 +166,7 @@ import sys
 from pathlib import Path
 from layoutgen.solve.plan import to_json
 from layoutgen.solve.solver import solve
-from layoutgen.spec.validate import validate_file
+from layoutgen.render.validate import validate_file
 for name in sys.argv[1:]:
     v = validate_file(Path(name))
     rts = {r: x.model_copy(update={"version": None}) for r, x in v.spec.runtimes.items()}

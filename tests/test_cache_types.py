@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from layoutgen.render.validate import validate_file
 from layoutgen.spec.roles import flash_attn
-from layoutgen.spec.validate import validate_file
 
 from conftest import ROOT, run_cli
 from specs import VALID, write

@@ -489,7 +489,7 @@ def test_log_lines_end_at_newline_alone(tmp_path: Path, odd: str) -> None:
 
 def test_every_buffer_name_calibrate_writes_is_one_validate_accepts() -> None:
     """One rule for both: what the log reader takes is what the spec schema takes."""
-    from layoutgen.spec.literals import buffer
+    from layoutgen.inputs.literals import buffer
 
     for name in ["CUDA0", "CUDA_Host", "CPU_Mapped", "RPC0[127.0.0.1:50052]", "Vulkan1"]:
         line = f"load_tensors: {name} model buffer size = 1.00 MiB"

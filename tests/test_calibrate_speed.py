@@ -14,9 +14,10 @@ import pytest
 from test_speed_policy import _familiar
 
 from layoutgen.calibrate.speed import read_timings
+from layoutgen.render.validate import validate_file
+from layoutgen.solve import plan_speed
 from layoutgen.solve.plan import SpeedPlan
-from layoutgen.spec.validate import validate_file
-from layoutgen.speed import model, plan_speed
+from layoutgen.speed import model
 
 from conftest import run_cli
 

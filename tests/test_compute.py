@@ -327,7 +327,7 @@ def test_ik_fused_moe_offload_copies_up_and_gate_together(tmp_path: Path) -> Non
     import re
 
     from layoutgen.models.profile import load_profile
-    from layoutgen.spec.validate import validate_file
+    from layoutgen.render.validate import validate_file
 
     layouts = Path(__file__).resolve().parents[1] / "layouts"
     text = (layouts / "glm51-3-cpu-moe-1gpu.yaml").read_text()
@@ -402,7 +402,7 @@ def _glm_cpu_moe(tmp_path: Path, repacked: tuple[str, ...]) -> dict[str, int]:
     1024 (still offloaded: 1024 x 8 >= 32 x 256), the REPACKED experts as q2_k_r4."""
     import re
 
-    from layoutgen.spec.validate import validate_file
+    from layoutgen.render.validate import validate_file
 
     layouts = Path(__file__).resolve().parents[1] / "layouts"
     profile = (layouts / "models" / "glm-5.1-iq3_ks.yaml").read_text()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from layoutgen.render.artifacts import render
-from layoutgen.spec.validate import validate_file
+from layoutgen.render.validate import validate_file
 
 from realtools import parse_unit, quadlet_dryrun, systemd_verify, unit_values
 from specs import VALID, write

@@ -19,7 +19,7 @@ import pytest
 from layoutgen.live import doctor, findings, hostfacts, ports
 from layoutgen.live.doctor import FileState, InstalledUnit, LiveHost
 from layoutgen.live.nvml import Gpu, GpuProcess, NvmlReport
-from layoutgen.spec.validate import Validated, validate_files
+from layoutgen.render.validate import Validated, validate_files
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILE = ROOT / "layouts" / "models" / "qwen3-coder-next-q4_0.yaml"

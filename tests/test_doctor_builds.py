@@ -21,7 +21,7 @@ import pytest
 from layoutgen.live import findings, hostbuilds, ports
 from layoutgen.live.doctor import LiveHost
 from layoutgen.live.nvml import NvmlReport
-from layoutgen.spec.validate import Validated, validate_files
+from layoutgen.render.validate import Validated, validate_files
 from tests.fakepodman import UBUNTU_LABELS, FakePodman, images_entry, inspect_record
 
 ROOT = Path(__file__).resolve().parent.parent

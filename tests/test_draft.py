@@ -18,8 +18,8 @@ import pytest
 
 from layoutgen.errors import InvalidInput
 from layoutgen.render.artifacts import render
+from layoutgen.render.validate import Validated, validate_file
 from layoutgen.solve.plan import Part
-from layoutgen.spec.validate import Validated, validate_file
 
 from realtools import quadlet_dryrun, unit_values
 

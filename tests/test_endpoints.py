@@ -7,7 +7,7 @@ from pathlib import Path
 
 from layoutgen.render.artifacts import render
 from layoutgen.render.outdir import _looks_generated
-from layoutgen.spec.validate import validate_file
+from layoutgen.render.validate import validate_file
 
 from conftest import ROOT
 from specs import VALID, write

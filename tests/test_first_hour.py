@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from layoutgen.spec.validate import validate_file
+from layoutgen.render.validate import validate_file
 
 from conftest import ROOT, run_cli
 from specs import VALID

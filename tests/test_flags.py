@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from layoutgen.errors import Diagnostic, InvalidInput, Severity
+from layoutgen.render.validate import validate_file
 from layoutgen.spec import flags
-from layoutgen.spec.validate import validate_file
 from tests.specs import ROOT, VALID
 
 RUNTIMES = ("llama.cpp", "ik_llama.cpp", "vllm")

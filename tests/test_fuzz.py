@@ -43,10 +43,10 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from layoutgen.errors import InvalidInput, LayoutgenError
+from layoutgen.inputs.source import parse
 from layoutgen.render.artifacts import render
+from layoutgen.render.validate import validate_document
 from layoutgen.solve.plan import to_json, to_text
-from layoutgen.spec.source import parse
-from layoutgen.spec.validate import validate_document
 
 LAYOUTS = Path(__file__).resolve().parent.parent / "layouts"
 CASES = int(os.environ.get("LAYOUTGEN_FUZZ_CASES", "300"))

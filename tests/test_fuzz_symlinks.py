@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from layoutgen.spec import source
+from layoutgen.inputs import source
 
 from conftest import ROOT, run_cli
 

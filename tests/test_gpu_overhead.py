@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from layoutgen.errors import InvalidInput
+from layoutgen.render.validate import validate_file
 from layoutgen.solve import overhead
-from layoutgen.spec.validate import validate_file
 from tests.truth import table
 
 MiB = 1 << 20

@@ -23,10 +23,10 @@ from pathlib import Path, PurePosixPath
 import pytest
 from test_draft import BIG, SMALL
 
+from layoutgen.inputs.source import parse
 from layoutgen.render.artifacts import render
+from layoutgen.render.validate import Validated, validate_document, validate_file
 from layoutgen.solve.mounts import HUB_DIR, hf_cache, model_volume
-from layoutgen.spec.source import parse
-from layoutgen.spec.validate import Validated, validate_document, validate_file
 
 from conftest import ROOT
 from realtools import quadlet_dryrun, shellcheck, systemd_argv, unit_values

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from layoutgen.spec.hostcheck import SharedHostError, name_per_spec
+from layoutgen.render.hostcheck import SharedHostError, name_per_spec
 
 from conftest import run_cli
 from specs import VALID, write

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 from test_precommit import HookRepo, _commit_all, _git_init, _ok, _write_config, hook_repo
 
-from layoutgen.spec import source
+from layoutgen.inputs import source
 
 __all__ = ["hook_repo"]  # the session fixture, shared with test_precommit.py
 

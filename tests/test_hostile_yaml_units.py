@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from layoutgen.errors import InvalidInput
+from layoutgen.inputs.source import parse
+from layoutgen.inputs.yamlbounds import MAX_ALIAS_NODES, MAX_DEPTH, MAX_INT, MAX_NODES
 from layoutgen.models.profile import load_profile
+from layoutgen.render.validate import validate_document
 from layoutgen.spec.sizes import SizeError, format_size, parse_size
-from layoutgen.spec.source import parse
-from layoutgen.spec.validate import validate_document
-from layoutgen.spec.yamlbounds import MAX_ALIAS_NODES, MAX_DEPTH, MAX_INT, MAX_NODES
 
 from specs import VALID, write
 
@@ -159,7 +159,7 @@ def test_crlf_and_cr_line_ends_count_like_lf() -> None:
 
 
 def test_special_files_are_refused_without_reading_them() -> None:
-    from layoutgen.spec.source import load
+    from layoutgen.inputs.source import load
 
     with pytest.raises(InvalidInput) as info:
         load(Path("/dev/zero"))

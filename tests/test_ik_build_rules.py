@@ -24,8 +24,8 @@ from layoutgen import runtimes
 from layoutgen.errors import InvalidInput
 from layoutgen.models.profile import dump_profile, load_profile
 from layoutgen.models.quants import tensor_nbytes
+from layoutgen.render.validate import validate_file
 from layoutgen.runtimes.ik_llama_cpp import compute
-from layoutgen.spec.validate import validate_file
 from tests.truth import table
 
 MiB = 1 << 20

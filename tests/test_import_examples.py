@@ -20,7 +20,7 @@ from ruamel.yaml import YAML
 
 from layoutgen.importer import SpecGpu, import_text
 from layoutgen.render.artifacts import render
-from layoutgen.spec.validate import Validated, validate_file
+from layoutgen.render.validate import Validated, validate_file
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYOUTS = sorted((ROOT / "layouts").glob("*.yaml"))

@@ -12,8 +12,8 @@ import pytest
 
 from layoutgen.errors import LayoutgenError
 from layoutgen.importer import import_text
+from layoutgen.render.validate import validate_files
 from layoutgen.spec import expansions
-from layoutgen.spec.validate import validate_files
 
 from specs import VALID, write
 

@@ -13,7 +13,7 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from layoutgen.importer import import_text
-from layoutgen.spec.validate import validate_file
+from layoutgen.render.validate import validate_file
 from tests.specs import PROFILE
 
 DATA = Path(__file__).parent / "import"

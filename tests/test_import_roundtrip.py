@@ -26,7 +26,7 @@ from layoutgen.importer import import_text
 from layoutgen.importer.cmdline import read_command
 from layoutgen.importer.tospec import FLAGS, MAPPED
 from layoutgen.models.profile import dump_profile, load_profile
-from layoutgen.spec.validate import validate_file
+from layoutgen.render.validate import validate_file
 from tests.truth import synth, table
 
 DATA = Path(__file__).parent / "import"

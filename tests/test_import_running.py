@@ -18,7 +18,7 @@ from ruamel.yaml import YAML
 
 from layoutgen.errors import LayoutgenError
 from layoutgen.importer import import_text, sources
-from layoutgen.spec.validate import validate_file
+from layoutgen.render.validate import validate_file
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = Path(__file__).parent / "import_scripts"

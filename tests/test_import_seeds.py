@@ -19,7 +19,7 @@ from ruamel.yaml import YAML
 
 from layoutgen.errors import InvalidInput
 from layoutgen.importer import SpecGpu, import_text, sources
-from layoutgen.spec.validate import validate_file
+from layoutgen.render.validate import validate_file
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).parent / "import"

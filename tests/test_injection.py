@@ -40,9 +40,9 @@ import pytest
 from ruamel.yaml import YAML
 
 from layoutgen.errors import InvalidInput
+from layoutgen.inputs.source import parse
 from layoutgen.render.artifacts import render
-from layoutgen.spec.source import parse
-from layoutgen.spec.validate import validate_document
+from layoutgen.render.validate import validate_document
 
 from realtools import (
     SPECIFIER_MARK,

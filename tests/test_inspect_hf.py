@@ -953,7 +953,7 @@ def test_a_llama_cpp_service_on_a_checkpoint_profile_is_refused(tmp_path: Path) 
     GGUF files: a service of theirs on it is refused where its model is named."""
     from layoutgen.errors import InvalidInput
     from layoutgen.models.profile import dump_profile
-    from layoutgen.spec.validate import validate_file
+    from layoutgen.render.validate import validate_file
 
     from specs import PROFILE, VALID, write
 

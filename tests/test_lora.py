@@ -21,7 +21,7 @@ from test_vllm_plan import CHAT, CODER, PROFILE, refused, spec_text
 from layoutgen.errors import InvalidInput
 from layoutgen.render.artifacts import render
 from layoutgen.render.lora import UPDATE
-from layoutgen.spec.validate import Validated, validate_file
+from layoutgen.render.validate import Validated, validate_file
 
 from realtools import quadlet_dryrun, shellcheck, systemd_argv, systemd_verify, unit_values
 

@@ -30,7 +30,7 @@ import pytest
 
 from layoutgen.render import outdir, swap
 from layoutgen.render.artifacts import render
-from layoutgen.spec.validate import validate_file
+from layoutgen.render.validate import validate_file
 
 from conftest import ROOT
 

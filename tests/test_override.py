@@ -14,8 +14,8 @@ from test_tensor_placement import SPEC
 
 from layoutgen.core.override import Rule, apply, expert_rule, expert_rules, number_alternation
 from layoutgen.errors import InvalidInput
-from layoutgen.spec.patterns import PatternError, compile_pattern, refusal
-from layoutgen.spec.validate import validate_file
+from layoutgen.inputs.patterns import PatternError, compile_pattern, refusal
+from layoutgen.render.validate import validate_file
 
 from specs import PROFILE
 
@@ -69,7 +69,7 @@ def test_rule_argument_form() -> None:
     assert rule.arg() == r"^blk\.([3-5]|1[0-2])\.ffn_(up|gate|down|gate_up)_exps\.weight$=CUDA0"
 
 
-# -- the pattern language (layoutgen.spec.patterns): bounded, and read as llama.cpp reads it
+# -- the pattern language (layoutgen.inputs.patterns): bounded, and read as llama.cpp reads it
 
 
 def test_patterns_users_write_match_as_the_runtime_searches() -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from layoutgen.core.override import expert_rules
-from layoutgen.spec.patterns import PatternError, compile_pattern
+from layoutgen.inputs.patterns import PatternError, compile_pattern
 
 SOURCE = Path(__file__).parent / "tools" / "regex_oracle.cpp"
 

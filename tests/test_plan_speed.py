@@ -1,4 +1,4 @@
-"""The plan's decode speed (layoutgen.speed.plan_speed): bytes from the plan, the figure
+"""The plan's decode speed (layoutgen.solve.plan_speed): bytes from the plan, the figure
 from the speed model, and host RAM shared by lanes that decode together."""
 
 from __future__ import annotations
@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from layoutgen.render.validate import validate_file
+from layoutgen.solve import plan_speed
 from layoutgen.solve.plan import SpeedPlan, to_json, to_text
-from layoutgen.spec.validate import validate_file
-from layoutgen.speed import cases, hardware, heat, model, plan_speed, priors
+from layoutgen.speed import cases, hardware, heat, model, priors
 
 from conftest import ROOT
 

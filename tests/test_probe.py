@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 
 from layoutgen.errors import InvalidInput
+from layoutgen.inputs import source
 from layoutgen.live import hostfacts, probe
 from layoutgen.live.hostfacts import HostFacts, read_cdi, read_cpu, read_host, read_memory
 from layoutgen.live.nvml import Gpu, GpuProcess, NvmlReport
-from layoutgen.spec import source
+from layoutgen.render.validate import validate_document
 from layoutgen.spec.schema import Spec
-from layoutgen.spec.validate import validate_document
 
 DATA = Path(__file__).parent / "probe_data"
 SLEEP = shutil.which("sleep", path=os.defpath) or "/bin/sleep"

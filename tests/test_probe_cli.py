@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from layoutgen.spec.source import parse
-from layoutgen.spec.validate import validate_document
+from layoutgen.inputs.source import parse
+from layoutgen.render.validate import validate_document
 from tests.fakenvml import FakeNvml
 from tests.test_nvml import H100_TOTAL, RTX4090_TOTAL, TWO_GPUS
 

@@ -163,7 +163,7 @@ def test_every_committed_profile_passes_the_size_checks() -> None:
 def test_a_cache_type_the_rows_do_not_fit_is_a_located_error(tmp_path: Path) -> None:
     """A consistent MLA rank of 4097 (+ rope 64) gives K rows of 4161 elements, no whole
     number of q8_0 blocks: validate says so at the cache type instead of a traceback."""
-    from layoutgen.spec.validate import validate_file
+    from layoutgen.render.validate import validate_file
 
     _mutated(
         tmp_path,
@@ -197,7 +197,7 @@ def test_no_hyperparameter_value_ends_in_a_traceback(tmp_path: Path, value: str)
     import re
     import shutil
 
-    from layoutgen.spec.validate import validate_file
+    from layoutgen.render.validate import validate_file
 
     spec = tmp_path / "familiar-final.yaml"
     shutil.copy(ROOT / "layouts" / "familiar-final.yaml", spec)

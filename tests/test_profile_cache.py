@@ -11,7 +11,7 @@ import pytest
 
 from layoutgen.errors import InvalidInput
 from layoutgen.models import profile_cache
-from layoutgen.spec import validate
+from layoutgen.render import validate
 
 from specs import PROFILE, VALID, write
 

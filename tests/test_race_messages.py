@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from layoutgen.errors import InvalidInput
-from layoutgen.spec.source import parse
-from layoutgen.spec.validate import validate_document
+from layoutgen.inputs.source import parse
+from layoutgen.render.validate import validate_document
 
 import specs
 from conftest import ROOT

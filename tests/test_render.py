@@ -17,7 +17,7 @@ import pytest
 
 from layoutgen.render.artifacts import render
 from layoutgen.render.outdir import MANIFEST, plan_changes, write
-from layoutgen.spec.validate import validate_file
+from layoutgen.render.validate import validate_file
 
 from conftest import ROOT, run_cli
 

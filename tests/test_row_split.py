@@ -14,7 +14,7 @@ import pytest
 
 from layoutgen.models.profile import dump_profile
 from layoutgen.models.quants import by_name
-from layoutgen.spec.validate import validate_file, validate_files
+from layoutgen.render.validate import validate_file, validate_files
 from tests.truth import synth, table
 
 RECORD = table.RECORDS / "ghx-ik-qwen3-d397-pt13762104-2xt4-smrow.yaml"

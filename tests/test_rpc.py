@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from layoutgen.render.artifacts import render
+from layoutgen.render.validate import FileResult, validate_files
 from layoutgen.solve.plan import to_json
-from layoutgen.spec.validate import FileResult, validate_files
 
 from conftest import ROOT
 from realtools import parse_exec, parse_unit, systemd_verify, unit_values

@@ -18,11 +18,12 @@ import pytest
 from layoutgen import runtimes
 from layoutgen.core.rules import VersionError, parse_version
 from layoutgen.errors import InvalidInput
+from layoutgen.inputs import source
+from layoutgen.render.validate import validate_file
 from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp, _share
 from layoutgen.runtimes.llama_cpp import LlamaCpp
 from layoutgen.solve.plan import to_json
-from layoutgen.spec import flags, source
-from layoutgen.spec.validate import validate_file
+from layoutgen.spec import flags
 
 from conftest import ROOT
 
@@ -56,8 +57,8 @@ def _plan(tmp_path: Path, layout: str, version: str | None) -> dict:
     path = _at(tmp_path, layout, version)
     if version is not None:
         return json.loads(to_json(validate_file(path).plan))
+    from layoutgen.render.validate import validate_document
     from layoutgen.solve.solver import solve
-    from layoutgen.spec.validate import validate_document
 
     v = validate_document(source.load(path, str(path)), one_argv=False)
     return json.loads(to_json(solve(v.spec, v.services, v.profiles, str(path), one_argv=False)))

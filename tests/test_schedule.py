@@ -9,7 +9,7 @@ import pytest
 from layoutgen.errors import InvalidInput
 from layoutgen.render.artifacts import render
 from layoutgen.render.schedule import edges
-from layoutgen.spec.validate import validate_file
+from layoutgen.render.validate import validate_file
 
 from conftest import ROOT
 from realtools import systemd_security, systemd_verify

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from layoutgen.render.validate import validate_file
 from layoutgen.solve.plan import Plan
-from layoutgen.spec.validate import validate_file
 
 from conftest import ROOT, run_cli
 
@@ -166,8 +166,8 @@ def test_ctx_zero_is_the_trained_context(tmp_path: Path) -> None:
     """-c 0 makes the runtime take the model's n_ctx_train: the plan of ctx: 0 is the
     plan of ctx: n_ctx_train, and its argv says -c 0 (the oracle suite runs it)."""
     from layoutgen.models.profile import load_profile
+    from layoutgen.render.validate import validate_file
     from layoutgen.solve.plan import to_json
-    from layoutgen.spec.validate import validate_file
 
     layout = (LAYOUTS / "glm51-3-cpu-moe-1gpu.yaml").read_text()
     layout = layout.replace("profile: models/", f"profile: {LAYOUTS}/models/")

@@ -18,11 +18,11 @@ from ruamel.yaml import YAML
 
 from layoutgen.core.placement import loaded
 from layoutgen.errors import InvalidInput
+from layoutgen.inputs.source import parse
 from layoutgen.models.profile import load_profile
+from layoutgen.render.validate import Validated, validate_document
 from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp
 from layoutgen.solve.plan import to_json
-from layoutgen.spec.source import parse
-from layoutgen.spec.validate import Validated, validate_document
 
 from conftest import ROOT
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from layoutgen.errors import InvalidInput
-from layoutgen.spec.source import load, parse
+from layoutgen.inputs.source import load, parse
 
 TEXT = """\
 a:

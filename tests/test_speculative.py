@@ -17,8 +17,8 @@ from pathlib import Path
 from test_vllm_plan import CHAT, HOST, PROFILE
 
 from layoutgen.errors import InvalidInput
+from layoutgen.render.validate import Validated, validate_file
 from layoutgen.runtimes.vllm import memory as vm
-from layoutgen.spec.validate import Validated, validate_file
 
 #: the tiny Llama with one MTP layer after its 4 decoder layers (blk.4)
 MTP_PROFILE = (

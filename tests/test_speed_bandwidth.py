@@ -12,9 +12,10 @@ import pytest
 from test_plan_speed import DENSE, _speed, _write
 
 from layoutgen.errors import InvalidInput
+from layoutgen.render.validate import validate_file
+from layoutgen.solve import plan_speed
 from layoutgen.solve.plan import SpeedPlan, to_json, to_text
-from layoutgen.spec.validate import validate_file
-from layoutgen.speed import model, plan_speed
+from layoutgen.speed import model
 from layoutgen.speed.model import HOST, Chunk, Machine, Memory, Workload
 
 from conftest import ROOT, run_cli

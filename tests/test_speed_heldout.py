@@ -2,7 +2,7 @@
 
 tests/speed_data/*.yaml fit the priors (layoutgen.speed.priors); the results in
 tests/speed_data/heldout/ are only predicted, with those priors, as a user's spec
-without a calibration gets them (python -m layoutgen.speed.heldout prints the table).
+without a calibration gets them (python -m layoutgen.calibrate.heldout prints the table).
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from layoutgen.speed import cases, heldout, model, plan_speed, priors
+from layoutgen.calibrate import heldout
+from layoutgen.solve import plan_speed
+from layoutgen.speed import cases, model, priors
 
 DATA = Path(__file__).parent / "speed_data"
 HELD = DATA / "heldout"

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from layoutgen.errors import InvalidInput
+from layoutgen.render.validate import Validated, validate_file
+from layoutgen.solve import plan_speed
 from layoutgen.solve.plan import SpeedPlan, to_json, to_text
-from layoutgen.spec.validate import Validated, validate_file
-from layoutgen.speed import heat, model, plan_speed
+from layoutgen.speed import heat, model
 
 LAYOUTS = Path(__file__).resolve().parents[1] / "layouts"
 

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from layoutgen.inputs import source
 from layoutgen.render import artifacts
 from layoutgen.render.artifacts import KINDS, TemplateError, render
-from layoutgen.spec import source
-from layoutgen.spec.validate import validate_file
+from layoutgen.render.validate import validate_file
 
 from conftest import ROOT, run_cli
 from specs import PROFILE, VALID, write

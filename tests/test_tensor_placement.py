@@ -16,7 +16,7 @@ from test_argv import _rules
 from layoutgen.core.override import apply, expert_rules
 from layoutgen.core.placement import expert_layer, loaded
 from layoutgen.errors import Diagnostic
-from layoutgen.spec.validate import validate_file, validate_files
+from layoutgen.render.validate import validate_file, validate_files
 
 from conftest import ROOT
 from specs import PROFILE

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from layoutgen.errors import InvalidInput
+from layoutgen.inputs.source import parse
 from layoutgen.render.artifacts import render
 from layoutgen.render.units import QUADLET_SINCE
-from layoutgen.spec.source import parse
-from layoutgen.spec.validate import validate_document, validate_file
+from layoutgen.render.validate import validate_document, validate_file
 
 import specs
 from conftest import ROOT, run_cli

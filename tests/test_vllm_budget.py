@@ -225,7 +225,7 @@ def test_a_hybrid_models_capacity_agrees_with_its_concurrency() -> None:
 
 
 def test_seed_004_states_one_capacity_per_service() -> None:
-    from layoutgen.spec.validate import validate_file
+    from layoutgen.render.validate import validate_file
 
     root = Path(__file__).resolve().parent.parent
     v = validate_file(root / "layouts" / "vllm-tower-seed004.yaml", "vllm-tower-seed004.yaml")
@@ -328,7 +328,7 @@ def test_a_hybrid_models_state_takes_a_block_per_speculative_token_from_0_15() -
 def _named_plan(tmp_path: Path, version: str, overhead: str = "") -> Any:
     from test_vllm_plan import PROFILE, spec_text
 
-    from layoutgen.spec.validate import validate_file
+    from layoutgen.render.validate import validate_file
 
     (tmp_path / "tiny.yaml").write_text(PROFILE)
     text = spec_text(CHAT, version).replace(

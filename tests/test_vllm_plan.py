@@ -20,10 +20,10 @@ import pytest
 
 from layoutgen.errors import InvalidInput
 from layoutgen.models.profile import load_profile
+from layoutgen.render.validate import Validated, validate_file
 from layoutgen.runtimes.vllm import memory as vm
 from layoutgen.runtimes.vllm import vllm_model
 from layoutgen.solve.plan import to_json, to_text
-from layoutgen.spec.validate import Validated, validate_file
 
 ROOT = Path(__file__).resolve().parent.parent
 GIB = 1 << 30
@@ -555,7 +555,7 @@ def test_a_vllm_service_gets_a_decode_speed(tmp_path: Path, gpus: str) -> None:
     one = sp.buffers["CUDA0"]
     # depth 0 (llama-bench tg128's) unless asked: plan --depth 16384
     assert sp.speed.decode_tps == pytest.approx(1 / (one.weights / (0.5 * 1000e9) + 0.5e-3))
-    from layoutgen.speed.plan_speed import at_depth
+    from layoutgen.solve.plan_speed import at_depth
 
     read = one.weights + sp.budget.kv_bytes_per_token * (32768 // 2)
     deep = at_depth(sp.speed, 32768 // 2)

@@ -15,7 +15,7 @@ from pathlib import Path
 from test_vllm_plan import CHAT, CODER, PROFILE, spec_text
 
 from layoutgen.render.artifacts import render
-from layoutgen.spec.validate import Validated, validate_file
+from layoutgen.render.validate import Validated, validate_file
 
 from realtools import quadlet_dryrun, systemd_argv, systemd_verify, unit_values
 

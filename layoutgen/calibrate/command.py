@@ -35,9 +35,9 @@ from typing import Any
 from layoutgen.calibrate.measured import choose_service, edit_spec, write_spec
 from layoutgen.calibrate.startlog import Entries, Log, Seen, read_log_file, shown
 from layoutgen.errors import Diagnostic, InvalidInput, LayoutgenError, Severity
+from layoutgen.inputs import source
 from layoutgen.models.inputs import read_bounded
 from layoutgen.solve.plan import Plan
-from layoutgen.spec import source
 
 SPEC_MAX = 1 << 20  # as yamlbounds.MAX_SPEC_BYTES: a spec is a few KiB
 
@@ -108,11 +108,11 @@ class Expected:
 
 def expected(doc: source.Document, service: str) -> Expected:
     """The model, runtime and devices of ``service``; the spec must pass its schema."""
+    from layoutgen.inputs.schema_errors import validate_mapping
     from layoutgen.models.profile import load_profile
     from layoutgen.solve.footprint import device_order
     from layoutgen.spec.roles import resolve_service
     from layoutgen.spec.schema import Spec
-    from layoutgen.spec.schema_errors import validate_mapping
 
     spec = validate_mapping(
         doc, Spec, "a spec is a mapping with keys host, models, runtimes and services"

@@ -33,7 +33,7 @@ from typing import Any
 
 from layoutgen.calibrate.startlog import Entries, shown
 from layoutgen.errors import InvalidInput, LayoutgenError, Problem
-from layoutgen.spec import source
+from layoutgen.inputs import source
 
 
 def edit_spec(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from layoutgen.errors import Diagnostic, InvalidInput, LayoutgenError, Severity
-from layoutgen.spec import source
+from layoutgen.inputs import source
 
 #: llama-server / llama-cli timings (common/log and tools/server print_timings)
 _SPEC_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
@@ -86,8 +86,9 @@ def fit_efficiency(log: Path, spec: Path, service: str | None) -> Fitted:
     into ``spec`` (atomically); raises InvalidInput / LayoutgenError, located."""
     from layoutgen.calibrate.command import _read_spec
     from layoutgen.calibrate.measured import choose_service, write_spec
-    from layoutgen.spec.validate import validate_document
-    from layoutgen.speed import model, plan_speed
+    from layoutgen.render.validate import validate_document
+    from layoutgen.solve import plan_speed
+    from layoutgen.speed import model
 
     text = _read_log(log)
     timings = read_timings(text)

@@ -13,7 +13,7 @@ regular file only (a FIFO or ``/dev/zero`` is refused before it is opened for
 reading), at most ``LOG_MAX`` (16 MiB) in all, lines longer than ``LINE_MAX``
 (4 KiB) stepped over without being held, sizes at most 1 PiB (10 digits, 6
 decimals: llama.cpp prints 2), buffer names as validate accepts them in
-``measured`` (one rule: :data:`layoutgen.spec.literals.BUFFER`, checked before
+``measured`` (one rule: :data:`layoutgen.inputs.literals.BUFFER`, checked before
 anything is written).  Lines end at ``\n`` alone (a CRLF's ``\r`` is dropped);
 inside a line only spaces and tabs separate words, so a ``\r``, ``\x0b``,
 ``\x1c``, U+0085 or U+2028 is part of a word (a terminal's progress output),
@@ -68,10 +68,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 from layoutgen.errors import Diagnostic, InvalidInput, Severity
+from layoutgen.inputs.literals import BUFFER
 from layoutgen.models.inputs import open_bounded, too_big
 from layoutgen.runtimes.ik_llama_cpp import IkLlamaCpp
 from layoutgen.runtimes.llama_cpp import LlamaCpp
-from layoutgen.spec.literals import BUFFER
 
 FIELDS = ("weights", "kv", "compute")
 #: Buffer name -> field -> size text as written into the spec (``14498.95MiB``).

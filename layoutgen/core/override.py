@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from layoutgen.core.placement import expert_kind
-from layoutgen.spec.patterns import compile_pattern
+from layoutgen.inputs.patterns import compile_pattern
 
 EXPERT_KINDS = ("up", "gate", "down", "gate_up")
 
@@ -149,7 +149,7 @@ def expert_rules(
 def apply(rules: Sequence[Rule], names: Iterable[str]) -> dict[str, str | None]:
     """The runtime's reading: for each tensor, the first rule whose regex is found in it.
 
-    Matched by :mod:`layoutgen.spec.patterns` (linear in the name, never backtracking);
+    Matched by :mod:`layoutgen.inputs.patterns` (linear in the name, never backtracking);
     a pattern outside its language raises its ``PatternError`` (validate refuses such
     patterns, located, before anything is solved)."""
     compiled = [(compile_pattern(rule.pattern), rule.target) for rule in rules]

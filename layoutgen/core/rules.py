@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
 from layoutgen.errors import printable
-from layoutgen.spec.literals import clip
+from layoutgen.inputs.literals import clip
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -24,8 +24,8 @@ from pathlib import PurePath
 from typing import Literal
 
 from layoutgen.errors import Diagnostic, InvalidInput, Severity, printable
+from layoutgen.inputs.literals import clip
 from layoutgen.spec.expansions import WHAT_RUNS, describe
-from layoutgen.spec.literals import clip
 
 
 def _names(text: str) -> frozenset[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from layoutgen.errors import Diagnostic, Severity
 from layoutgen.importer.cmdline import Command, UnreadableCommand, Word
-from layoutgen.spec.literals import clip
+from layoutgen.inputs.literals import clip
 
 
 @dataclass(frozen=True)
@@ -151,9 +151,9 @@ def _one(
 def spec_gpus(path: Path) -> list[SpecGpu]:
     """The local GPUs of a spec's host (rpc devices are not CUDA devices), schema-checked
     only: a spec that does not fit (yet) still names its GPUs."""
-    from layoutgen.spec import source
+    from layoutgen.inputs import source
+    from layoutgen.inputs.schema_errors import validate_mapping
     from layoutgen.spec.schema import Spec
-    from layoutgen.spec.schema_errors import validate_mapping
 
     spec = validate_mapping(
         source.load(path, str(path)),

@@ -34,8 +34,8 @@ from layoutgen.errors import Diagnostic, Severity
 from layoutgen.importer import build, changes
 from layoutgen.importer.cmdline import Command, UnreadableCommand, Word
 from layoutgen.importer.devices import SpecGpu, rpc_devices, select
-from layoutgen.spec.literals import MAX_TEXT, clip
-from layoutgen.spec.patterns import refusal as _refusal
+from layoutgen.inputs.literals import MAX_TEXT, clip
+from layoutgen.inputs.patterns import refusal as _refusal
 from layoutgen.spec.schema import CAPABILITIES, MAX_LAYER, KVType, Service
 
 

@@ -36,7 +36,7 @@ from layoutgen.importer.tospec import (
     _version,
     emit,
 )
-from layoutgen.spec.literals import MAX_TEXT, clip
+from layoutgen.inputs.literals import MAX_TEXT, clip
 from layoutgen.spec.schema import ENV_OWNED, ENV_PREFIXES, SECRET_WORDS
 
 #: vLLM flags that take no value (store_true, and their --no- forms)

@@ -49,9 +49,9 @@ from layoutgen.errors import Diagnostic
 from layoutgen.live import hostbuilds, hostfacts, ports
 from layoutgen.live.nvml import NvmlReport
 from layoutgen.render.units import rpc_unit_name
+from layoutgen.render.validate import Validated
 from layoutgen.spec.schema import Gpu as SpecGpu
 from layoutgen.spec.schema import Spec
-from layoutgen.spec.validate import Validated
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -314,7 +314,7 @@ def builds_of_refused(
     Only runtimes whose kind, image or binary are what the schema accepts are asked:
     nothing the schema would refuse is run."""
     from layoutgen.errors import LayoutgenError, Problem, Severity
-    from layoutgen.spec import literals, source
+    from layoutgen.inputs import literals, source
 
     try:
         doc = source.load(path, name)

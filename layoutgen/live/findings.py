@@ -32,11 +32,11 @@ from layoutgen.live.doctor import (
 )
 from layoutgen.live.nvml import Gpu, GpuProcess, NvmlReport
 from layoutgen.render.units import _pinned, rpc_unit_name
+from layoutgen.render.validate import Validated
 from layoutgen.solve.plan import DevicePlan, ServicePlan
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import Gpu as SpecGpu
 from layoutgen.spec.schema import Spec
-from layoutgen.spec.validate import Validated
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,9 @@ import json
 import re
 
 from layoutgen.errors import printable
+from layoutgen.inputs import literals
 from layoutgen.live.hostfacts import CdiFacts, HostFacts, MemFacts
 from layoutgen.live.nvml import Gpu, NvmlReport
-from layoutgen.spec import literals
 from layoutgen.spec.sizes import format_size
 
 KiB, MiB, GiB = 1024, 1024**2, 1024**3

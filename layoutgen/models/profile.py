@@ -38,9 +38,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
 from layoutgen.errors import InvalidInput, Problem
+from layoutgen.inputs import source
 from layoutgen.models import quants
 from layoutgen.models.tensors import Folded, LayerSetError, Tensor, expand_name, fold, parse_layers
-from layoutgen.spec import source
 
 #: The deepest GGUF models have ~130 blocks; per-layer loops run up to this.
 MAX_LAYERS = 4096
@@ -283,7 +283,7 @@ def load_profile(path: Path, name: str | None = None) -> Profile:
 
 
 def profile_from_document(doc: source.Document) -> Profile:
-    from layoutgen.spec.schema_errors import validate_mapping
+    from layoutgen.inputs.schema_errors import validate_mapping
 
     parsed = validate_mapping(
         doc,

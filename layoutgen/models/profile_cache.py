@@ -38,9 +38,9 @@ _CODE = (
     "models/quants.py",
     "models/profile_cache.py",
     "cache.py",
-    "spec/source.py",
-    "spec/yamlbounds.py",
-    "spec/schema_errors.py",
+    "inputs/source.py",
+    "inputs/yamlbounds.py",
+    "inputs/schema_errors.py",
 )
 _PACKAGE = Path(__file__).resolve().parents[1]
 

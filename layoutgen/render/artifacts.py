@@ -26,8 +26,8 @@ from layoutgen.render.endpoints import endpoints_json
 from layoutgen.render.lora import UpdateUnits, update_units
 from layoutgen.render.schedule import ScheduleUnits, schedule_units
 from layoutgen.render.units import build, rpc_units
+from layoutgen.render.validate import Validated
 from layoutgen.solve.plan import to_json, to_text
-from layoutgen.spec.validate import Validated
 
 
 def default_templates() -> Path:
@@ -126,7 +126,7 @@ def _confined_loader() -> type:
 
             from jinja2.loaders import split_template_path
 
-            from layoutgen.spec import source
+            from layoutgen.inputs import source
 
             pieces = split_template_path(template)
             for top in self.searchpath:
@@ -252,7 +252,7 @@ def _render(env: Any, name: str, folder: Path, *args: Any, **kwargs: Any) -> str
 def render(v: Validated, spec_name: str, templates: Path | None = None) -> dict[str, str]:
     folder = templates or default_templates()
     if templates is not None:  # a pull request's templates/ may be a link out of it
-        from layoutgen.spec import source
+        from layoutgen.inputs import source
 
         why = source.outside(
             folder, source.boundary(folder), str(folder), "reads templates", "copy them in"

@@ -18,8 +18,8 @@ from typing import Any
 
 from layoutgen.errors import LayoutgenError
 from layoutgen.models.tensors import format_layers
+from layoutgen.render.validate import Validated
 from layoutgen.solve.plan import Plan, ServicePlan
-from layoutgen.spec.validate import Validated
 
 
 class GitError(LayoutgenError):
@@ -68,7 +68,7 @@ def materialise(arg: str, into: Path) -> Path:
     file), and ``path`` must lie inside the repository.
     """
     from layoutgen.errors import InvalidInput
-    from layoutgen.spec import source
+    from layoutgen.inputs import source
 
     rev, _, path = arg.partition(":")
     if rev.startswith("-"):
@@ -113,9 +113,9 @@ def materialise(arg: str, into: Path) -> Path:
 
 def load(arg: str, workdir: Path | None = None) -> Version:
     """Validate, solve and render one side; raises InvalidInput/LayoutgenError."""
+    from layoutgen.inputs import source
     from layoutgen.render.artifacts import render
-    from layoutgen.spec import source
-    from layoutgen.spec.validate import validate_document, validate_file
+    from layoutgen.render.validate import validate_document, validate_file
 
     if is_git_ref(arg):
         with tempfile.TemporaryDirectory() as tmp:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from layoutgen.render.validate import Validated
 from layoutgen.solve.plan import ServicePlan
 from layoutgen.spec.roles import ResolvedService
-from layoutgen.spec.validate import Validated
 
 SCHEMA = 1
 #: the flags that name the model a server answers to, by how its runtimes spell them

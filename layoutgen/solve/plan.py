@@ -102,7 +102,7 @@ class Marginal:
 
 @dataclass(frozen=True)
 class SpeedPlan:
-    """A service's predicted decode speed (layoutgen.speed.plan_speed): one request,
+    """A service's predicted decode speed (layoutgen.solve.plan_speed): one request,
     at ``depth`` context tokens (0, llama-bench tg128's, unless plan --depth asks
     another), and what it asks of host RAM."""
 
@@ -136,7 +136,7 @@ class SpeedPlan:
     decode_tps_depth0: float | None = None
     #: what changes the speed that the model does not see, as the spec shows it
     caveats: tuple[str, ...] = ()
-    #: the same figured at another depth (layoutgen.speed.plan_speed.at_depth)
+    #: the same figured at another depth (layoutgen.solve.plan_speed.at_depth)
     at_depth: Callable[[int], SpeedPlan] | None = field(default=None, compare=False, repr=False)
 
 
@@ -382,7 +382,7 @@ def _speed_text(plan: Plan) -> list[str]:
         if isinstance(s, str):
             lines.append(f"  {name:<20} {s}")
             continue
-        from layoutgen.speed.text import efficiency_words
+        from layoutgen.solve.speed_text import efficiency_words
 
         at0 = f" ({s.decode_tps_depth0:.1f} at depth 0)" if s.decode_tps_depth0 is not None else ""
         asks = (

@@ -362,8 +362,8 @@ def _speeds(
         and not spec.host.gpus
     ):
         return []  # nothing to predict with: the speed model is not even imported
+    from layoutgen.solve.plan_speed import lanes_warnings, service_speed
     from layoutgen.spec.checks import conflicting
-    from layoutgen.speed.plan_speed import lanes_warnings, service_speed
 
     speeds = {}
     before = dict(placed)  # the plans the trades are figured on (each service's own)

@@ -16,8 +16,9 @@ from pathlib import PurePosixPath
 from layoutgen import runtimes
 from layoutgen.core.runtime import Runtime
 from layoutgen.errors import Problem, Severity, SpecPath
+from layoutgen.inputs.patterns import refusal
 from layoutgen.models.profile import Profile
-from layoutgen.spec import expansions, flags, patterns
+from layoutgen.spec import expansions, flags
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import (
     ExpertsExplicit,
@@ -105,7 +106,7 @@ def check(spec: Spec, services: tuple[ResolvedService, ...]) -> list[Problem]:
         *_gpu_layers(spec, services),
         *_tensor_split(spec, services),
         *_tensor_overrides(spec, services),
-        *patterns.check(spec),
+        *patterns_check(spec),
         *_runtime_keys(spec, services),
         *_budgeted(spec, services),
         *_lora(spec, services),
@@ -488,7 +489,7 @@ def _tensor_split(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator
 
 def _gpu_layers(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Problem]:
     """-ngl N needs GPUs; whether N is partial (and then allowed) the profile says
-    (layoutgen.models.checks)."""
+    (layoutgen.spec.model_checks)."""
     for rs in services:
         if rs.service.gpu_layers is None or rs.gpus or not _places_tensors(spec, rs):
             continue
@@ -990,3 +991,18 @@ def _known(names: list[str], word: str) -> str:
     if close:
         return f"; did you mean {close[0]!r}?"
     return " (defined: " + ", ".join(sorted(set(names))) + ")"
+
+
+def patterns_check(spec: Spec) -> Iterator[Problem]:
+    """Every ``tensor_overrides`` pattern of the spec is in the accepted language
+    (:mod:`layoutgen.inputs.patterns`)."""
+    from layoutgen.inputs.literals import clip
+
+    for name, service in sorted(spec.services.items()):
+        for i, rule in enumerate(service.tensor_overrides):
+            why = refusal(rule.pattern)
+            if why is not None:
+                yield Problem(
+                    ("services", name, "tensor_overrides", i, "pattern"),
+                    f"services.{name}.tensor_overrides[{i}].pattern: {clip(rule.pattern)}: {why}",
+                )

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterator
 
 from layoutgen.errors import Problem
-from layoutgen.spec.literals import clip
+from layoutgen.inputs.literals import clip
 from layoutgen.spec.schema import Spec
 
 #: how to bring what really runs, for messages here and in ``layoutgen import``

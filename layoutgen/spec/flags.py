@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from layoutgen.errors import Problem, Severity, printable
-from layoutgen.spec.literals import clip
+from layoutgen.inputs.literals import clip
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import Spec
 
@@ -69,7 +69,7 @@ _SPEC = (
 )
 
 #: spellings whose effect the plan reads from args (layoutgen.solve.footprint,
-#: layoutgen.solve.argv.flash_attn, the runtimes' attn_max_mib/output_tokens/
+#: Runtime.flash_attn, the runtimes' attn_max_mib/output_tokens/
 #: fused_moe/merges_up_gate/repacked), or that only restate the default
 MODELLED: frozenset[str] = frozenset(
     {
@@ -271,7 +271,7 @@ EXITS = frozenset(
     | {"--completion-bash", "--cache-list"}
 )
 
-#: vLLM spellings the plan reads (layoutgen.models.checks: a multimodal checkpoint is
+#: vLLM spellings the plan reads (layoutgen.spec.model_checks: a multimodal checkpoint is
 #: planned text-only when every modality is limited to 0, or with the language model
 #: alone)
 VLLM_MODELLED = frozenset({"--limit-mm-per-prompt", "--language-model-only"})
@@ -861,7 +861,7 @@ def _flash_attn(
     values: list[str],
 ) -> Iterator[Problem]:
     """``-fa`` as the build reads it, against what the plan reads
-    (layoutgen.solve.argv.flash_attn: the value after the last -fa, else on with
+    (Runtime.flash_attn: the value after the last -fa, else on with
     GPUs)."""
     from layoutgen import runtimes
     from layoutgen.spec.roles import flash_attn

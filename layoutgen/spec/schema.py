@@ -32,7 +32,7 @@ from pydantic import (
 from layoutgen import runtimes
 from layoutgen.core.rules import parse_version
 from layoutgen.core.runtime import Runtime as RuntimeRules
-from layoutgen.spec import literals
+from layoutgen.inputs import literals
 from layoutgen.spec.sizes import SIZE_PATTERN, parse_size
 from layoutgen.speed import hardware
 
@@ -170,7 +170,7 @@ def _version(value: object) -> object:
 
 Name = Annotated[str, BeforeValidator(_name)]
 Ident = Annotated[str, BeforeValidator(_ident)]
-# Strings by where they land (see layoutgen.spec.literals): each refuses what its
+# Strings by where they land (see layoutgen.inputs.literals): each refuses what its
 # formats cannot carry literally.
 Text = Annotated[str, AfterValidator(literals.text)]
 HostPath = Annotated[str, AfterValidator(literals.host_path)]

@@ -82,7 +82,7 @@ def main() -> None:
             "imports": [
                 sys.executable,
                 "-c",
-                "import layoutgen.cli, layoutgen.spec.validate, layoutgen.render.artifacts, "
+                "import layoutgen.cli, layoutgen.render.validate, layoutgen.render.artifacts, "
                 "layoutgen.render.outdir, jinja2\nimport os; os._exit(0)",
             ],
         }

@@ -37,9 +37,9 @@ from layoutgen.calibrate.startlog import read_log
 from layoutgen.core.override import Rule, apply
 from layoutgen.core.placement import expert_layer
 from layoutgen.errors import InvalidInput
+from layoutgen.inputs import source
 from layoutgen.models.profile import dump_profile
-from layoutgen.spec import source
-from layoutgen.spec.validate import validate_document
+from layoutgen.render.validate import validate_document
 from tests.truth import synth
 
 ROOT = Path(__file__).resolve().parents[2]

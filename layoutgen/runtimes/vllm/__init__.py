@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 from layoutgen.core.rules import Version, VersionError
 from layoutgen.core.runtime import Runtime
 from layoutgen.errors import printable
+from layoutgen.inputs.literals import clip
 from layoutgen.models.profile import HParams, Profile
-from layoutgen.spec.literals import clip
 
 if TYPE_CHECKING:
     from layoutgen.runtimes.vllm import memory as vm

@@ -6,7 +6,7 @@ that knows about positions.  Later stages get plain Python data from
 :meth:`Document.locate` maps back to a position.
 
 A text is built only once it has passed the bounds of
-:mod:`layoutgen.spec.yamlbounds` (size, nesting, aliases, tags, directives,
+:mod:`layoutgen.inputs.yamlbounds` (size, nesting, aliases, tags, directives,
 numbers): a hostile spec is refused before it costs anything.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from layoutgen.errors import Diagnostic, InvalidInput, Problem, Severity, SpecPath
-from layoutgen.spec.yamlbounds import (
+from layoutgen.inputs.yamlbounds import (
     MAX_PROFILE_BYTES,
     MAX_SPEC_BYTES,
     ONLY_YAML_12,
@@ -148,7 +148,7 @@ def _pos(node: Any) -> tuple[int, int]:
 def parse(text: str, name: str, path: Path | None = None) -> Document:
     """Parse YAML text into a :class:`Document`, or raise located diagnostics.
 
-    The text is checked event by event first (:class:`~layoutgen.spec.yamlbounds.Bounds`),
+    The text is checked event by event first (:class:`~layoutgen.inputs.yamlbounds.Bounds`),
     on libyaml's parser (ruamel.yaml.clib: ~10x faster than ruamel's own on a
     profile), and built only when every check passes.  Anything libyaml's parser refuses is
     parsed again by ruamel's own, whose messages name the offending character

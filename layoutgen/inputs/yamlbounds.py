@@ -8,7 +8,7 @@ the parser (nesting, what aliases copy, tags, directives, numbers) before the
 document is composed; every refusal is a located diagnostic saying what to
 write instead.
 
-Invariant: a refusal happens before anything is built.  :mod:`layoutgen.spec.source`
+Invariant: a refusal happens before anything is built.  :mod:`layoutgen.inputs.source`
 builds a node graph and data only from a text that passed every check here.
 """
 

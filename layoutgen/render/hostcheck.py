@@ -23,7 +23,7 @@ from layoutgen.errors import Diagnostic, LayoutgenError, Problem, SpecPath
 from layoutgen.spec.sizes import format_size
 
 if TYPE_CHECKING:
-    from layoutgen.spec.validate import Validated
+    from layoutgen.render.validate import Validated
 
 
 class SharedHostError(LayoutgenError):

@@ -16,15 +16,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from layoutgen.errors import Diagnostic, InvalidInput, Problem, Severity, SpecPath, printable
-from layoutgen.models.checks import check_models
+from layoutgen.inputs import source
+from layoutgen.inputs.yamlbounds import MAX_PROFILE_BYTES
 from layoutgen.models.profile import Profile, load_profile, profile_from_document
 from layoutgen.solve.plan import Plan
 from layoutgen.solve.solver import DoesNotFit, solve
-from layoutgen.spec import source
 from layoutgen.spec.checks import check, check_drafts
+from layoutgen.spec.model_checks import check_models
 from layoutgen.spec.roles import ResolvedService, resolve
 from layoutgen.spec.schema import Spec
-from layoutgen.spec.yamlbounds import MAX_PROFILE_BYTES
 
 if TYPE_CHECKING:
     from layoutgen.render.units import Unit
@@ -50,7 +50,7 @@ def validate_file(path: Path, name: str | None = None) -> Validated:
 def validate_document(doc: source.Document, *, one_argv: bool = True) -> Validated:
     """ONE_ARGV=False: a runtime without 'version:' whose builds take different flags
     is planned all the same (the truth table compares memory, not flags)."""
-    from layoutgen.spec.schema_errors import validate_mapping
+    from layoutgen.inputs.schema_errors import validate_mapping
 
     spec = validate_mapping(
         doc, Spec, "a spec is a mapping with keys host, models, runtimes and services"
@@ -249,7 +249,7 @@ def validate_files(paths: list[tuple[Path, str]]) -> list[FileResult]:
     """Validate several specs; specs describing the same host are checked together.
 
     They share its ports, its GPUs (by NVML index) and its RAM
-    (:mod:`layoutgen.spec.hostcheck`); a spec that does not fit beside the others
+    (:mod:`layoutgen.render.hostcheck`); a spec that does not fit beside the others
     is invalid, with the diagnostics located in it.
     """
     results: list[FileResult] = []
@@ -269,7 +269,7 @@ def validate_files(paths: list[tuple[Path, str]]) -> list[FileResult]:
 
 
 def _shared_hosts(results: list[FileResult]) -> list[FileResult]:
-    from layoutgen.spec.hostcheck import check_together
+    from layoutgen.render.hostcheck import check_together
 
     found = check_together([(r.name, r.validated) for r in results if r.validated is not None])
     out: list[FileResult] = []

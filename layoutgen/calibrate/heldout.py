@@ -1,4 +1,4 @@
-"""``python -m layoutgen.speed.heldout [DIR]``: the speed model as a user gets it, on
+"""``python -m layoutgen.calibrate.heldout [DIR]``: the speed model as a user gets it, on
 public results it was never fitted to.
 
 Every result in ``tests/speed_data/heldout/`` is predicted with the priors alone
@@ -18,7 +18,8 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from layoutgen.speed import cases, model, plan_speed
+from layoutgen.solve import plan_speed
+from layoutgen.speed import cases, model
 
 HELDOUT = Path("tests/speed_data/heldout")
 

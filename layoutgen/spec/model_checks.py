@@ -16,10 +16,10 @@ from layoutgen.core.placement import expert_kind, expert_layer, expert_name, loa
 from layoutgen.core.rules import Rule
 from layoutgen.core.runtime import Runtime
 from layoutgen.errors import Problem, Severity
+from layoutgen.inputs.patterns import PatternError, compile_pattern
 from layoutgen.models import quants
 from layoutgen.models.profile import Profile
 from layoutgen.models.tensors import Tensor, format_layers
-from layoutgen.spec.patterns import PatternError, compile_pattern
 from layoutgen.spec.roles import ResolvedService, flash_attn, flash_attn_arg
 from layoutgen.spec.schema import ExpertsAuto, ExpertsExplicit, ExpertsNCpuMoe, Spec
 
@@ -334,7 +334,7 @@ def _tensor_overrides(rs: ResolvedService, profile: Profile, rt: Runtime) -> Ite
         try:
             rx = compile_pattern(rule.pattern)
         except PatternError:
-            continue  # refused, located, by layoutgen.spec.patterns.check
+            continue  # refused, located, by layoutgen.spec.checks.patterns_check
         hits = [n for n in names if rx.search(n)]
         where = ("services", rs.name, "tensor_overrides", i, "pattern")
         label = f"services.{rs.name}.tensor_overrides[{i}].pattern"

@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from pydantic_core import ErrorDetails
 
 from layoutgen.errors import Diagnostic, InvalidInput, Problem, Severity, SpecPath
-from layoutgen.spec.source import Document
+from layoutgen.inputs.source import Document
 
 #: Names people bring from llama.cpp flags or other tools, and the spec key meant.
 ALIASES = {

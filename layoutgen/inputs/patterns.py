@@ -33,12 +33,6 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
-from layoutgen.errors import Problem
-
-if TYPE_CHECKING:
-    from layoutgen.spec.schema import Spec
 
 MAX_POSITIONS = 2000
 MAX_DEPTH = 32
@@ -639,17 +633,3 @@ def refusal(text: str) -> str | None:
         where = f" (at offset {exc.pos}: {text[exc.pos : exc.pos + 12]!r})" if text else ""
         return f"{exc.message}{where}"
     return None
-
-
-def check(spec: Spec) -> Iterator[Problem]:
-    """Every ``tensor_overrides`` pattern of the spec is in the accepted language."""
-    from layoutgen.spec.literals import clip
-
-    for name, service in sorted(spec.services.items()):
-        for i, rule in enumerate(service.tensor_overrides):
-            why = refusal(rule.pattern)
-            if why is not None:
-                yield Problem(
-                    ("services", name, "tensor_overrides", i, "pattern"),
-                    f"services.{name}.tensor_overrides[{i}].pattern: {clip(rule.pattern)}: {why}",
-                )
