@@ -17,9 +17,11 @@ $(STAMP): pyproject.toml
 render: $(STAMP)
 	$(BIN)/layoutgen render layouts/*.yaml
 
+# lint-imports: the layer order and independence contracts in .importlinter
 lint: $(STAMP)
 	$(BIN)/ruff check layoutgen tests
 	$(BIN)/ruff format --check layoutgen tests
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

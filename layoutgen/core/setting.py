@@ -118,3 +118,23 @@ def _expert_bytes(profile: Profile, runtime: Runtime) -> tuple[tuple[int, int], 
         if layer is not None:
             out[layer] = out.get(layer, 0) + t.nbytes
     return tuple(sorted(out.items()))
+
+
+def dense_staged(s: Setting, layers: Mapping[int, str], output: str | None) -> int:
+    """The largest matrix weight of a layer left on the CPU (the output's too when it
+    stays there) with the activations its offloaded matmul writes: what one split
+    copies into the first GPU's compute buffer when the CUDA backend takes a
+    host-weight matmul of a big batch (``ggml_backend_cuda_offload_op``: 32 tokens
+    or more; ggml's scheduler, in llama.cpp and ik_llama.cpp alike).  Routed
+    experts are the runtimes' own (staged one tensor per split); token embeddings
+    are read by get_rows, never offloaded."""
+    from layoutgen.core.placement import expert_layer, loaded
+
+    best = 0
+    for t in loaded(s.profile, s.rt):
+        if len(t.shape) < 2 or expert_layer(t.name) is not None or t.name == "token_embd.weight":
+            continue
+        on_cpu = t.layer not in layers if t.layer is not None else output is None
+        if on_cpu:
+            best = max(best, t.nbytes + t.shape[1] * s.kv.ubatch * 4)
+    return best

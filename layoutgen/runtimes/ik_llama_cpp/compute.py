@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING
 from layoutgen.core.kvcache import cells
 from layoutgen.core.placement import has_lm_head
 from layoutgen.core.rules import remembering
-from layoutgen.core.runtime import dense_staged
+from layoutgen.core.setting import dense_staged
 from layoutgen.runtimes.ik_llama_cpp.placement import expert_activations, offload_copy
 
 if TYPE_CHECKING:

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from layoutgen.core.rules import rule
-from layoutgen.core.runtime import Runtime, dense_staged
+from layoutgen.core.runtime import Runtime
+from layoutgen.core.setting import dense_staged
 from layoutgen.models.quants import by_name
 
 if TYPE_CHECKING:
