@@ -45,6 +45,7 @@ from layoutgen.solve.solver import (
     _mib,
     argvs_at,
     solve_at,
+    speeds_of,
 )
 from layoutgen.spec.schema import ExpertsAuto
 
@@ -185,6 +186,7 @@ def _explore(
                     pinned=pinned,
                     fit=False,
                     memo=memo,
+                    speeds=False,
                 )
         for e in every:
             m = next(m for m in memory if _within(e, m))
@@ -266,7 +268,7 @@ def every_build(
     on = {rid: {rs.name for rs in services if rs.service.runtime == rid} for rid in unknown}
     room_less: dict[str, int] = {}
     for _ in range(ROUNDS):
-        newest = solve_at(spec, services, profiles, name, heats, room_less=room_less)
+        newest = solve_at(spec, services, profiles, name, heats, room_less=room_less, speeds=False)
         pinned = _pinned(services, newest)
         outcomes = [
             _explore(spec, services, profiles, name, heats, rid, pinned, newest) for rid in unknown
@@ -303,14 +305,17 @@ def every_build(
                 for e, plan in sorted(out.plans.items(), key=_oldest_first)
             ],
         }
-    warnings = (*newest.warnings, *(p.message for p in notes))
-    paths = (*newest.warning_paths, *(p.path for p in notes))
+    held = dataclasses.replace(
+        newest, devices=devices, services=tuple(placed[n] for n in sorted(placed))
+    )
+    # speeds once, on the placement that holds for every build (each epoch's were
+    # the same experts in the same places: memory is what the epochs differ in)
+    held, lanes = speeds_of(spec, services, profiles, held, heats)
+    said = [*lanes, *notes]
     return dataclasses.replace(
-        newest,
-        devices=devices,
-        services=tuple(placed[n] for n in sorted(placed)),
-        warnings=warnings,
-        warning_paths=paths,
+        held,
+        warnings=(*newest.warnings, *(p.message for p in said)),
+        warning_paths=(*newest.warning_paths, *(p.path for p in said)),
         runtimes=runtimes,
     )
 

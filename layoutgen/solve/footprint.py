@@ -22,11 +22,18 @@ from layoutgen.models.quants import by_name
 from layoutgen.render.argv import flash_attn
 from layoutgen.runtimes.base import Runtime, flag_value
 from layoutgen.runtimes.llama_cpp.compute import mla_q_head
-from layoutgen.runtimes.rules import remembering
+from layoutgen.runtimes.rules import Replayed, remembering
 from layoutgen.solve.kvcache import KVSettings, device_bytes, layer_caches, n_ctx
 from layoutgen.solve.overhead import per_gpu
 from layoutgen.solve.override import Rule, apply
-from layoutgen.solve.placement import HOST, expert_layer, loaded, place_weights, tensor_slots
+from layoutgen.solve.placement import (
+    HOST,
+    Weights,
+    expert_layer,
+    loaded,
+    place_weights,
+    tensor_slots,
+)
 from layoutgen.solve.plan import Basis, Part
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import Spec
@@ -390,6 +397,11 @@ def _expert_tensors(profile: Profile, runtime: Runtime) -> dict[int, tuple[tuple
     }
 
 
+#: each placement of weights, by build: an unknown build's epochs place the same
+#: tensors in the same buffers where only compute rules differ (solve.builds)
+_WEIGHTS: Replayed[Weights] = Replayed(maxsize=256)
+
+
 def buffers(
     s: Setting,
     layers: Mapping[int, str],
@@ -411,17 +423,33 @@ def buffers(
     output = output_device(s)
     expert_host = s.rt.expert_host_buffer(gpus=s.local_gpus, mmap=s.mmap)
     repacked = None if s.local_gpus else s.rt.repacked(s.profile, s.isa, s.args)
-    w = place_weights(
+    weights_key = (
         s.profile,
-        s.rt,
-        layers,
-        experts,
+        dataclasses.replace(s.rt, version=None),
+        tuple(layers.items()),
+        tuple(experts.items()),
         host,
         output,
         expert_host,
-        repacked,
-        pins or None,
-        mapped=s.mmap,
+        None if repacked is None else tuple(repacked.items()),
+        tuple(pins.items()),
+        s.mmap,
+    )
+    w = _WEIGHTS.get(
+        weights_key,
+        s.rt.version,
+        lambda: place_weights(
+            s.profile,
+            s.rt,
+            layers,
+            experts,
+            host,
+            output,
+            expert_host,
+            repacked,
+            pins or None,
+            mapped=s.mmap,
+        ),
     )
     weights = dict(w.buffers)
     if s.row_shares is not None:

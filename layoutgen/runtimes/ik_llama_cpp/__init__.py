@@ -274,7 +274,8 @@ class IkLlamaCpp(Runtime):
         with_output = output_device(s) is not None
         by_count = split_by_count(list(layers), s.devices, shares, output=with_output)
         sizes, output = split_sizes(s.profile, kv_per_layer, s.kv.ubatch)
-        sizes = {il: b for il, b in sizes.items() if il in set(layers)}
+        wanted = set(layers)
+        sizes = {il: b for il, b in sizes.items() if il in wanted}
         by_size = split_by_size(sizes, output if with_output else 0, s.devices, shares)
         if by_size == by_count:
             return by_size  # the rule changes nothing here: not asked (solve.builds)
