@@ -416,6 +416,14 @@ def diff(
     fmt: Annotated[
         DiffFormat, typer.Option("--format", help="text: summary and diffs; json: the summary")
     ] = DiffFormat.text,
+    files_mode: Annotated[
+        str,
+        typer.Option(
+            "--files",
+            help="file diffs after the summary: summary (plan.json by key path), units "
+            "(only podman/, quadlet/, systemd/), full, none",
+        ),
+    ] = "summary",
     allow_outside: AllowOutside = False,
 ) -> None:
     """Compare two versions of a layout: semantic summary, then file diffs. Exit 2 if changed."""
@@ -437,28 +445,34 @@ def diff(
     # each side under its own name as a render would write it (REV:path -> path): the
     # same spec at two revisions compares equal, two specs keep their own headers
     a, b = d.renamed(a, d.display_name(old)), d.renamed(b, d.display_name(new))
+    if files_mode not in d.FILE_MODES:
+        print(
+            f"error: --files {files_mode}: write one of {', '.join(d.FILE_MODES)}", file=sys.stderr
+        )
+        raise typer.Exit(2)
     summary = d.summarise(a, b)
-    files = d.file_diff(a, b)
+    compared = d.compare_files(a, b)
+    is_changed = d.changed(summary) or bool(compared.changed)
     if fmt == "json":
         doc = {
             "schema": 1,
             "old": old,
             "new": new,
+            "changed": is_changed,
             "changes": summary,
-            "files": sorted(
-                p for p in set(a.files) | set(b.files) if a.files.get(p) != b.files.get(p)
-            ),
+            "files": sorted(compared.changed),
         }
         print(json.dumps(doc, indent=2, sort_keys=True))
     else:
+        files = d.file_diff(a, b, files_mode)
         for change in summary:
             print(change["text"])
         if files:
             print("" if not summary else "\n", end="")
             print(files, end="")
-        if not summary and not files:
+        if not is_changed:
             print("no changes", file=sys.stderr)
-    raise typer.Exit(2 if summary or files else 0)
+    raise typer.Exit(2 if is_changed else 0)
 
 
 @app.command()
