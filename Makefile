@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: render test lint typecheck bench schema clean tools runtime oracle-report truth-table fuzz injection kills sweeps
+.PHONY: render test lint typecheck bench schema clean tools runtime oracle-report truth-table speed-table fuzz injection kills sweeps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,10 @@ oracle-report: $(STAMP) runtime
 # The truth table over public start-up logs (tests/truth), into README.md.
 truth-table: $(STAMP)
 	$(BIN)/python -m tests.truth.table --readme > /dev/null
+
+# The decode-speed truth table, leave-one-machine-out (tests/speed_data), for the README.
+speed-table: $(STAMP)
+	$(BIN)/python -m layoutgen.speed.lomo
 
 schema: $(STAMP)
 	$(BIN)/layoutgen schema > layouts/schema/spec.schema.json

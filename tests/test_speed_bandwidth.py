@@ -30,8 +30,8 @@ def test_a_measured_bandwidth_is_taken_as_measured(tmp_path: Path) -> None:
     text = NO_CPU.replace("  ram: 64GiB\n", "  ram: 64GiB\n  memory_bandwidth_measured: 60GB/s\n")
     s = _speed(_write(tmp_path, text), "lane")
     assert s.host_figure == "measured" and s.efficiency_basis == "prior"
-    assert s.efficiency == plan_speed.PRIOR_MEASURED_EFFICIENCY == 0.70
-    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.70 * 60e9) + 0.5e-3)
+    assert s.efficiency == plan_speed.PRIOR_MEASURED_EFFICIENCY == 0.61
+    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.61 * 60e9) + 0.5e-3)
     # the same figure written as a peak gets the peak's prior: a measured figure is not
     # scaled as if it were a datasheet peak
     peak = _speed(
@@ -40,12 +40,12 @@ def test_a_measured_bandwidth_is_taken_as_measured(tmp_path: Path) -> None:
     )
     assert peak.host_figure == "peak" and peak.efficiency == plan_speed.PRIOR_EFFICIENCY
     assert s.decode_tps / peak.decode_tps == pytest.approx(
-        (WEIGHTS / (0.38 * 60e9) + 0.5e-3) / (WEIGHTS / (0.70 * 60e9) + 0.5e-3)
+        (WEIGHTS / (0.43 * 60e9) + 0.5e-3) / (WEIGHTS / (0.61 * 60e9) + 0.5e-3)
     )
     plan = validate_file(_write(tmp_path, text, "m.yaml")).plan
-    assert "(host RAM η 0.7 prior x measured)" in to_text(plan)
+    assert "(host RAM η 0.61 prior x measured)" in to_text(plan)
     doc = json.loads(to_json(plan))["services"]["lane"]["speed"]
-    assert doc["host_figure"] == "measured" and doc["efficiency"] == 0.7
+    assert doc["host_figure"] == "measured" and doc["efficiency"] == 0.61
 
 
 def test_a_written_efficiency_scales_the_measured_figure(tmp_path: Path) -> None:
@@ -84,9 +84,9 @@ def test_every_layer_on_a_gpu_needs_no_host_bandwidth(tmp_path: Path) -> None:
     assert s.host_figure == "none" and s.host_bytes_per_token == 0 and s.host_demand == 0
     assert (s.gpu_efficiency, s.gpu_efficiency_basis) == (plan_speed.PRIOR_GPU_EFFICIENCY, "prior")
     # weights and no KV (depth 0) over the GPU's peak x the GPU prior: no host term
-    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.51 * 1000e9) + 0.5e-3)
+    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.59 * 1000e9) + 0.5e-3)
     text = to_text(validate_file(_write(tmp_path, GPU_ONLY, "g.yaml")).plan)
-    assert "(GPU η 0.51 prior); reads nothing from host RAM" in text
+    assert "(GPU η 0.59 prior); reads nothing from host RAM" in text
 
 
 def test_the_gpus_efficiency_is_their_own(tmp_path: Path) -> None:
@@ -200,9 +200,10 @@ SEED001 = {  # layout -> the seed's measured decode tok/s (tests/speed_data/seed
 
 def test_seed001_layouts_print_a_speed_from_the_seeds_hardware() -> None:
     """As shipped they carry the seed's CPU (EPYC 9175F) and GPUs, no efficiency: each
-    prints a speed from the priors; measured 2026-11-28 they are 11-14 % slow (the
-    seed's machine reaches more of its peak than the fitting machines' median), and the
-    ratios between them are within 4 % of the seed's."""
+    prints a speed from the priors, within 10 % of the seed's (issue 33's acceptance;
+    measured 2026-11-28 with the priors fitted together, lomo.fit: -2.5 to +1.4 %;
+    the seed's machine is one of the fitting set's 13), and the ratios between them are
+    within 5 % of the seed's."""
     found = {}
     for name, measured in SEED001.items():
         v = validate_file(ROOT / "layouts" / name)
@@ -210,7 +211,7 @@ def test_seed001_layouts_print_a_speed_from_the_seeds_hardware() -> None:
         assert isinstance(s, SpeedPlan), name
         assert v.spec.host.cpu.model == "EPYC 9175F" and v.spec.host.efficiency is None
         assert (s.host_figure, s.efficiency_basis, s.depth) == ("peak", "prior", 0)
-        assert -0.2 < s.decode_tps / measured - 1 < 0, (name, s.decode_tps)
+        assert abs(s.decode_tps / measured - 1) < 0.10, (name, s.decode_tps)
         found[name] = s.decode_tps
     last = "glm51-5-head12-tail10-2gpu.yaml"
     for name, measured in SEED001.items():

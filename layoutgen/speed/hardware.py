@@ -131,6 +131,14 @@ GPUS: dict[str, GpuFacts] = {
             "NVIDIA RTX A6000 datasheet: 48 GB GDDR6, 384-bit, 768 GB/s",
         ),
         GpuFacts(
+            "Instinct MI50",
+            1024 * GB,
+            26.5e12,
+            PCIE4,
+            "AMD Radeon Instinct MI50 (32 GB) datasheet: 4096-bit HBM2, 1024 GB/s; 26.5 TFLOPS "
+            "FP16 (the MI60 shares its memory system)",
+        ),
+        GpuFacts(
             "RTX 5060 Ti 16GB",
             448 * GB,
             47e12,
@@ -228,6 +236,16 @@ CPUS: dict[str, CpuFacts] = {
             6400,
             "Intel Xeon 6980P (Granite Rapids) ark: 128 cores, 2.0 GHz, 12 channels DDR5-6400 "
             "(MRDIMM-8800 also supported)",
+        ),
+        CpuFacts(
+            "Core i9-13900K",
+            24,
+            3.0,
+            32,
+            2,
+            5600,
+            "Intel Core i9-13900K ark: 8 P-cores (3.0 GHz base) + 16 E-cores, 32 threads, 2 "
+            "channels DDR5-5600 (AVX2: 2 FMA x 8 lanes x 2)",
         ),
         CpuFacts(
             "Core i9-10900X",

@@ -45,6 +45,8 @@ class Memory:
     bandwidth: float
     flops: float
     pcie: float = 0.0  # GPUs: host link bytes/s
+    #: host RAM: the threads decoding (0: not known, no per-thread limit)
+    threads: int = 0
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,10 @@ class Constants:
     token_overhead: float = 0.5e-3  # sampling, graph reuse/launch per token (seconds)
     op_offload_min_batch: int = 32  # llama.cpp ggml_backend_sched: offload at >= 32 tokens
     compute_efficiency: float = 0.5  # prefill FLOPs as a share of peak (untested)
+    #: host RAM bytes/s one decoding thread pulls at most (its outstanding misses over
+    #: DRAM latency, less its share of the dequantising work): fitted on
+    #: tests/speed_data (layoutgen.speed.lomo); 0 turns the limit off
+    thread_bandwidth: float = 0.0
 
 
 DEFAULT = Constants()
@@ -234,8 +240,17 @@ def decode(
     for dev, b in nbytes.items():
         mem = m.memory(dev)
         f = max(flops.get(dev, 0.0), 0.0)  # moved away to the last chunk: rounding only
-        seconds[dev] = max(max(b, 0.0) / (m.eta(dev) * mem.bandwidth), f / mem.flops)
+        seconds[dev] = max(max(b, 0.0) / effective_bandwidth(m, mem, k), f / mem.flops)
     return Breakdown(seconds, nbytes, n, n * k.hop_latency, k.token_overhead)
+
+
+def effective_bandwidth(m: Machine, mem: Memory, k: Constants = DEFAULT) -> float:
+    """The bytes/s a decode reads MEM at: its efficiency x its bandwidth, and for host
+    RAM at most what its threads pull (threads x ``k.thread_bandwidth``)."""
+    bw = m.eta(mem.name) * mem.bandwidth
+    if mem.name == HOST and mem.threads and k.thread_bandwidth:
+        return min(bw, mem.threads * k.thread_bandwidth)
+    return bw
 
 
 def distinct_share(n_expert: int, used: int, tokens: int) -> float:

@@ -66,17 +66,18 @@ from layoutgen.speed.model import (
     prefill_tps,
 )
 
-#: The efficiencies a machine gets before it is calibrated: medians, rounded, of the
-#: machines fitted in tests/speed_data (layoutgen.speed.priors; tests/test_speed_priors.py
-#: recomputes them). Priors: calibrate on the machine for figures of its own.
-#: Host RAM over a peak (channels x MT/s x 8 or memory_bandwidth): 7 machines, 0.23-0.62.
-PRIOR_EFFICIENCY = 0.38
-#: Host RAM over a measured figure (memory_bandwidth_measured: mlc, STREAM): 2 machines,
-#: 0.42 (a one-NUMA-node 128-core Xeon 6980P) and 0.98 (a Ryzen 9 9950X).
-PRIOR_MEASURED_EFFICIENCY = 0.70
-#: GPU memory over its datasheet peak, from machines with every layer on GPUs: 3
-#: machines, 0.34 (DeepSeek-R1 over 16 RTX 3090s) to 0.77 (a dense 7B on an RTX 4090).
-PRIOR_GPU_EFFICIENCY = 0.51
+#: The efficiencies a machine gets before it is calibrated: fitted together, rounded,
+#: on the machines of tests/speed_data (layoutgen.speed.priors, lomo.fit: each machine
+#: weighs the same; tests/test_plan_speed.py recomputes them). Priors: calibrate on the
+#: machine for figures of its own.  The per-machine fits spread 0.23-0.65 over a peak
+#: (Threadripper and many-core EPYC low, desktop Ryzen high) and 0.42-0.98 over a
+#: measured figure; leave-one-machine-out figures: python -m layoutgen.speed.lomo.
+#: Host RAM over a peak (channels x MT/s x 8 or memory_bandwidth).
+PRIOR_EFFICIENCY = 0.43
+#: Host RAM over a measured figure (memory_bandwidth_measured: mlc, STREAM).
+PRIOR_MEASURED_EFFICIENCY = 0.61
+#: GPU memory over its datasheet peak.
+PRIOR_GPU_EFFICIENCY = 0.59
 
 Basis = Literal["given", "prior"]
 HostFigure = Literal["peak", "measured", "none"]
