@@ -59,7 +59,7 @@ def tensor_places(v: Validated, sp: ServicePlan) -> dict[str, Place] | None:
     tensors); the runtime's placement rules turn them into a buffer per tensor, as
     :func:`layoutgen.solve.footprint.buffers` does."""
     from layoutgen.solve.footprint import expert_bytes, output_device, setting
-    from layoutgen.solve.placement import HOST, loaded, place_weights
+    from layoutgen.solve.placement import HOST, loaded, place_weights, tied_output
 
     if sp.budget is not None:
         return None
@@ -104,7 +104,17 @@ def tensor_places(v: Validated, sp: ServicePlan) -> dict[str, Place] | None:
         if repacked and name in repacked and repacked[name][0] == buf:
             nbytes = repacked[name][1]
         out[name] = (s.device_of(buf), nbytes)
+    output = output_device(s)
+    if tied_output(profile) and (
+        (output is not None and output != host) or (output is None and not s.mmap)
+    ):
+        # the runtime's copy of token_embd where the output layer is (place_weights)
+        out[TIED_COPY] = (s.device_of(output or host), size["token_embd.weight"])
     return out
+
+
+#: the output a tied model's runtime copies from token_embd, as a tensor of its own
+TIED_COPY = "output (token_embd's copy)"
 
 
 def by_device(sp: ServicePlan, key: str) -> dict[str, int]:
@@ -205,19 +215,78 @@ def ledger(a: Validated, b: Validated) -> Ledger:
                     terms.append(Term(dev, name, "service", sign * total, what))
             continue
         terms += _service_terms(a, b, sa, sb, all_moves)
+    booked_a, booked_b = _booked(a), _booked(b)
+    terms = _scenario_terms(terms, old, new, booked_a, booked_b)
     used = {d.id: (d.used, 0) for d in pa.devices}
     for d in pb.devices:
         used[d.id] = (used.get(d.id, (0, 0))[0], d.used)
-    # what a device's use holds beyond its services' buffers (none today: said if so)
+    # what a device's use holds beyond its booked services' buffers (none today: said)
     for dev, (ua, ub) in used.items():
-        planned = _planned(pb, dev) - _planned(pa, dev)
+        planned = _planned(pb, dev, booked_b) - _planned(pa, dev, booked_a)
         if ub - ua != planned:
             terms.append(Term(dev, "", "outside", ub - ua - planned, "beyond the services"))
     return Ledger(tuple(all_moves), tuple(t for t in terms if t.bytes), used)
 
 
-def _planned(p: Plan, dev: str) -> int:
-    return sum(_totals(sp).get(dev, 0) for sp in p.services)
+def _planned(p: Plan, dev: str, booked: Mapping[str, frozenset[str]]) -> int:
+    return sum(
+        _totals(sp).get(dev, 0) for sp in p.services if sp.name in booked.get(dev, frozenset())
+    )
+
+
+def _booked(v: Validated) -> dict[str, frozenset[str]]:
+    """Per device, the services its use books: all of them, or where services never
+    run together (``conflicts:``), the scenario whose sum the plan took (the largest)."""
+    from layoutgen.solve.scenarios import scenarios
+
+    totals = {sp.name: _totals(sp) for sp in v.plan.services}
+    out: dict[str, frozenset[str]] = {}
+    options: list[frozenset[str]] | None = None
+    for d in v.plan.devices:
+        every = frozenset(n for n, t in totals.items() if t.get(d.id))
+        out[d.id] = every
+        if sum(t.get(d.id, 0) for t in totals.values()) == d.used:
+            continue
+        if options is None:
+            options = scenarios(v.spec).all()
+        for s in options:
+            if sum(totals.get(n, {}).get(d.id, 0) for n in s) == d.used:
+                out[d.id] = frozenset(s) & every
+                break
+    return out
+
+
+def _scenario_terms(
+    terms: list[Term],
+    old: Mapping[str, ServicePlan],
+    new: Mapping[str, ServicePlan],
+    booked_a: Mapping[str, frozenset[str]],
+    booked_b: Mapping[str, frozenset[str]],
+) -> list[Term]:
+    """Terms of services a device books in both plans; a service booked in one only is
+    one term, its whole use there (it joined or left the largest scenario)."""
+    out: list[Term] = []
+    for t in terms:
+        ina = t.service in booked_a.get(t.device, frozenset())
+        inb = t.service in booked_b.get(t.device, frozenset())
+        if (t.what == "service" and (inb if t.bytes > 0 else ina)) or (
+            t.what != "service" and ina and inb
+        ):
+            out.append(t)
+    names = sorted(set(old) & set(new))
+    for dev in sorted(set(booked_a) | set(booked_b)):
+        for n in names:
+            ina = n in booked_a.get(dev, frozenset())
+            inb = n in booked_b.get(dev, frozenset())
+            if ina == inb:
+                continue
+            if inb:
+                total = _totals(new[n]).get(dev, 0)
+                out.append(Term(dev, n, "service", total, "now in the largest scenario"))
+            else:
+                total = _totals(old[n]).get(dev, 0)
+                out.append(Term(dev, n, "service", -total, "no longer in the largest scenario"))
+    return out
 
 
 def _totals(sp: ServicePlan) -> dict[str, int]:

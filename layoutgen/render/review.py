@@ -269,8 +269,8 @@ def _devices(ld: Ledger, a: Plan, b: Plan, add: Add) -> None:
     before = {d.id: d for d in a.devices}
     for dev in [d.id for d in b.devices] + [d for d in before if d not in after]:
         old, new = before.get(dev), after.get(dev)
-        if old is None or new is None or (old.used, old.free) == (new.used, new.free):
-            continue
+        if old is None or new is None or old.used == new.used:
+            continue  # free follows a resize, which its own line says
         terms = [t for t in ld.terms if t.device == dev]
         said = " + ".join(
             f"{t.service + ' ' if t.service else ''}{_term(t.what)} {signed(t.bytes)}"
