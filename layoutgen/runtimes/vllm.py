@@ -377,12 +377,17 @@ def plan_budget(
     spec: int = 0,
     parallel: int | None = None,
     estimate_cudagraphs: bool | None = None,
+    flashinfer_sampler: bool | None = None,
+    p2p: bool | None = None,
 ) -> Budget:
     """The budget for ``parallel`` requests of ``max_model_len`` tokens (default
     ``max_num_seqs``), with vLLM's scheduler admitting ``max_num_seqs`` at once: that
     sizes the dummy sampler's rows and the CUDA graphs' batch sizes, not the KV cache.
 
-    ``totals``: each GPU's total memory.  ``room``: the most the budget may
+    ``totals``: each GPU's total memory.  ``flashinfer_sampler``: the service's
+    VLLM_USE_FLASHINFER_SAMPLER (:func:`~layoutgen.runtimes.vllm_memory.flashinfer_sampler`);
+    ``p2p``: whether its GPUs have peer access
+    (:func:`~layoutgen.runtimes.vllm_memory.peer_access`).  ``room``: the most the budget may
     take on the tightest of them beside everything else; when what that leaves
     for KV is below one request, vLLM would refuse to start, and
     :class:`~layoutgen.runtimes.vllm_memory.KvCacheRefused` says what fits.
@@ -401,6 +406,8 @@ def plan_budget(
         enforce_eager=enforce_eager,
         spec_tokens=spec,
         estimate_cudagraphs=estimate_cudagraphs,
+        flashinfer_sampler=flashinfer_sampler,
+        p2p=p2p,
     )
     weights = vm.Term(math.ceil(model.weights_bytes / tp), vm.Basis.EXACT)
     # speculative decoding: the rejection sampler's rows (vm.sampler_rows), and the

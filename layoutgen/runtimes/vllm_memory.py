@@ -58,6 +58,15 @@ KV_DTYPE_BYTES: dict[str, int] = {
 #: with :data:`ACTIVATION_MARGIN` on top put 1,024-row peaks 12 % high, which on
 #: an 80 GB card with a large checkpoint is 10 % of the KV cache (issue 35).
 SAMPLER_BYTES_PER_LOGIT = 39
+#: The same with FlashInfer's top-k/top-p sampling, which samples without sorting
+#: (``TopKTopPSampler.forward_cuda`` -> ``flashinfer_sample`` of the 0.10.1.1 wheel;
+#: ``top_k_top_p_sampling_from_logits`` of flashinfer-python 0.2.11 masks the top k into
+#: a new fp32 tensor and softmaxes that): model-dtype logits (2), their fp32 copy (4,
+#: divided by the temperature in place), the masked logits (4) and probs (4) = 14.  The
+#: dennislee22 A100 logs that print "Using FlashInfer for top-p & top-k sampling" (256
+#: rows of Qwen2's 152,064 logits) leave 0.55 GiB for the activation and non-torch terms
+#: together, 13-14 B a logit; the sorting sampler's 39 B would be 1.41 GiB.
+SAMPLER_BYTES_PER_LOGIT_FLASHINFER = 14
 #: Headroom on the forward pass's estimate (fitted to fewer logs than the sampler):
 #: it must come out high, not low.
 ACTIVATION_MARGIN = 1.05
@@ -84,10 +93,23 @@ NCCL_AFTER_SNAPSHOT = int(0.45 * GiB)
 #: GPU after the profile run (total - free - torch's allocations): their own CUDA
 #: context, and every other process's memory
 SNAPSHOT_BASELINE = (0, 9, 2)
-#: NCCL and custom all-reduce buffers of a TP > 1 worker (PR 10511, TP 2 on H100s:
-#: +1.79 GiB; 0.30 GiB on two PCIe L40S in issue 15815; the channels NCCL opens
-#: follow the links, which a spec does not describe, so the larger is planned).
+#: NCCL and custom all-reduce buffers of a TP > 1 worker whose GPUs reach each other's
+#: memory (peer-to-peer: NVLink, or PCIe where the driver allows it).  NCCL's P2P
+#: transport keeps each channel's send/receive buffers (per protocol: SIMPLE's
+#: NCCL_BUFFSIZE of 4 MiB, LL128, LL) in device memory, and NVLink opens many channels;
+#: vLLM's custom all-reduce adds two 8 MiB IPC buffers and its metadata (cudaMalloc'd
+#: outside torch: CustomAllreduce.create_shared_buffer of the 0.10.1.1 wheel) and an
+#: 8 MiB torch tensor.  PR 10511's TP 2 on H100s: +1.79 GiB over TP 1 (3.58 against
+#: 1.79), distagentgc's TP 2 on 40 GB cards +1.45 (1.54 against 0.09 GiB): the larger.
 NON_TORCH_TP = int(1.79 * GiB)
+#: The same where the GPUs have no peer access (vLLM: "Custom allreduce is disabled
+#: because your platform lacks GPU P2P capability"; NCCL_P2P_DISABLE=1): custom
+#: all-reduce stays off and NCCL moves data through its SHM transport, whose buffers
+#: are host shared memory, so little stays on the GPU: two L40S at TP 2 (issue 15815,
+#: 0.7.1) measure 0.30 GiB of non-torch memory in all; dennislee22's two A100 80GB pods
+#: without P2P (0.10.1.1) leave 0.13 GiB more outside the KV cache than the same model
+#: at TP 1, with half the weights and the same sampler.  Planned at the larger.
+NON_TORCH_TP_NO_P2P = int(0.30 * GiB)
 #: vLLM 0.6.5-0.6.6 measured from before the CUDA context (PR 10511; PR 12126
 #: moved the baseline after it in 0.7.0): the context counts as non-torch, as it
 #: does in the V1 worker of 0.8.0-0.9.1 (:func:`device_wide`).
@@ -184,6 +206,12 @@ class VllmService:
     #: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS as the service's environment sets it
     #: (None: not set, the release's default)
     estimate_cudagraphs: bool | None = None
+    #: VLLM_USE_FLASHINFER_SAMPLER as the service's environment sets it (None: not set;
+    #: see :func:`flashinfer_sampler`)
+    flashinfer_sampler: bool | None = None
+    #: whether the service's GPUs have peer access to each other (None: not known; see
+    #: :func:`peer_access`)
+    p2p: bool | None = None
 
     @property
     def v1(self) -> bool:
@@ -394,11 +422,35 @@ def activation_estimate(model: VllmModel, service: VllmService) -> int:
     tokens = service.max_num_batched_tokens
     forward = tokens * forward_bytes_per_token(model, service.tensor_parallel_size)
     rows = sampler_rows(service)
-    sampler = (
-        rows * model.vocab_size * SAMPLER_BYTES_PER_LOGIT
-        + tokens * model.hidden_size * model.dtype_bytes
+    per_logit = (
+        SAMPLER_BYTES_PER_LOGIT_FLASHINFER
+        if flashinfer_sampler(service)
+        else SAMPLER_BYTES_PER_LOGIT
     )
+    sampler = rows * model.vocab_size * per_logit + tokens * model.hidden_size * model.dtype_bytes
     return max(int(forward * ACTIVATION_MARGIN), sampler)
+
+
+#: the first V1 release whose FlashInfer sampler is opt-in (topk_topp_sampler.py of the
+#: 0.11.1 wheel: ``if envs.VLLM_USE_FLASHINFER_SAMPLER``); 0.8.0-0.11.0 use it whenever
+#: flashinfer is importable unless the variable is 0 (``is not False``)
+FLASHINFER_SAMPLER_OPT_IN = (0, 11, 1)
+
+
+def flashinfer_sampler(service: VllmService) -> bool:
+    """Whether the dummy sampler runs FlashInfer's top-k/top-p sampling (14 B a logit)
+    rather than PyTorch's sort (39 B), by release and VLLM_USE_FLASHINFER_SAMPLER:
+
+    * V0 (before 0.8.0): only with the variable at 1 (its sampler reads None as off);
+    * 0.8.0-0.11.0: whenever flashinfer is installed, unless the variable is 0.  Whether
+      it is installed is the image's business (pip's vllm lists it only as an extra), so
+      unset the plan takes the sort, the larger; "1" says it is there;
+    * 0.11.1 on: only with the variable at 1 (opt-in).
+
+    So the plan counts FlashInfer's figure exactly where the service's env sets the
+    variable to 1; unset, on 0.8.0-0.11.0 with flashinfer in the image, the activation
+    estimate errs high by 25 B a logit (the KV cache it plans is smaller than vLLM's)."""
+    return bool(service.flashinfer_sampler)
 
 
 def default_max_num_seqs(
@@ -450,16 +502,41 @@ def nccl_before_snapshot(service: VllmService) -> bool:
 
 
 def nccl_estimate(service: VllmService) -> int:
-    """NCCL and custom all-reduce memory of a TP > 1 worker, in all (0 for one GPU)."""
-    return NON_TORCH_TP if service.tensor_parallel_size > 1 else 0
+    """NCCL and custom all-reduce memory of a TP > 1 worker, in all (0 for one GPU), by
+    interconnect: :data:`NON_TORCH_TP_NO_P2P` where the GPUs are known to lack peer
+    access (:func:`peer_access`), else :data:`NON_TORCH_TP` (peer access, or not known:
+    the larger)."""
+    if service.tensor_parallel_size <= 1:
+        return 0
+    return NON_TORCH_TP_NO_P2P if service.p2p is False else NON_TORCH_TP
 
 
 def nccl_outside(service: VllmService) -> int:
     """The part of :func:`nccl_estimate` allocated before vLLM's snapshot (0.11.0+):
-    outside its budget, beside the CUDA context; the rest stays non-torch memory."""
+    outside its budget, beside the CUDA context; the rest stays non-torch memory
+    (without peer access all of it: at most :data:`NCCL_AFTER_SNAPSHOT`)."""
     if not nccl_before_snapshot(service):
         return 0
     return max(nccl_estimate(service) - NCCL_AFTER_SNAPSHOT, 0)
+
+
+#: GPU names (NVML) of cards without NVLink whose driver gives no PCIe peer access:
+#: GeForce RTX 40- and 50-series (no NVLink connector; vLLM's custom all-reduce reports
+#: "lacks GPU P2P capability" on them)
+_NO_PEER_ACCESS = re.compile(r"geforce rtx [45]0[0-9]{2}", re.IGNORECASE)
+
+
+def peer_access(env: dict[str, str], names: list[str | None]) -> bool | None:
+    """Whether a tensor-parallel service's GPUs reach each other's memory: False where
+    the service's env sets NCCL_P2P_DISABLE to a non-zero integer (NCCL then moves data
+    through host memory) or every GPU is a GeForce RTX 40/50-series card; else None
+    (not known: planned as with peer access, the larger NCCL figure)."""
+    disabled = env.get("NCCL_P2P_DISABLE")
+    if disabled is not None and disabled.strip().lstrip("-").isdigit() and int(disabled):
+        return False
+    if names and all(name and _NO_PEER_ACCESS.search(name) for name in names):
+        return False
+    return None
 
 
 def device_wide(service: VllmService) -> bool:

@@ -46,6 +46,7 @@ def budget(
     assert isinstance(rt, Vllm)
     gpus, names, _ = device_order(spec, rs.gpus)
     vram = {g.id: g.vram for g in spec.host.gpus}
+    names_of = {g.id: g.name for g in spec.host.gpus}
     svc = rs.service
     spec_tokens = svc.speculative.num_tokens if svc.speculative is not None else 0
     model = vllm_model(profile, len(gpus), mtp=bool(spec_tokens))
@@ -65,6 +66,8 @@ def budget(
         lora_exact=model.intermediate_size > 0 and not model.moe_top_k,
         spec=spec_tokens,
         estimate_cudagraphs=vm.env_flag(svc.env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")),
+        flashinfer_sampler=vm.env_flag(svc.env.get("VLLM_USE_FLASHINFER_SAMPLER")),
+        p2p=vm.peer_access(dict(svc.env), [names_of.get(g) for g in gpus]),
     )
     return found, gpus, names
 
