@@ -180,7 +180,7 @@ def plan(
     """Show the budget: per device and service, weights/KV/compute/overhead, expert layers."""
     _allow_outside(allow_outside)
     from layoutgen.errors import Severity
-    from layoutgen.solve.plan import to_json, to_text
+    from layoutgen.solve.plan import to_json
     from layoutgen.spec.validate import validate_files
 
     (result,) = validate_files([(spec, str(spec))])
@@ -200,7 +200,9 @@ def plan(
         warned = [d.message for d in result.diagnostics if d.severity is Severity.WARNING]
         print(to_json(planned, warned), end="")
     else:
-        print(to_text(planned), end="")
+        from layoutgen.render.plantext import plan_text
+
+        print(plan_text(result.validated, planned), end="")
 
 
 @app.command()
