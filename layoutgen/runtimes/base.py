@@ -258,6 +258,11 @@ class Runtime:
         """Whether all sequences share one KV stream, given what -kvu says."""
         return asked
 
+    def mla_default(self) -> int | None:
+        """The MLA level an MLA model runs without -mla (None: the runtime has no
+        levels: MLA whenever the model is converted for it)."""
+        return None
+
     def kv_for_nextn(self) -> bool:
         """Whether nextn/MTP layers get a KV cache when MTP is not used."""
         return False

@@ -123,7 +123,14 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         cache_type_k=rs.cache_type_k,
         cache_type_v=rs.cache_type_v,
         flash_attn=flash_attn(rs, rt),
-        mla=int(mla) if mla is not None and mla.isdigit() else None,
+        mla=(
+            int(mla)
+            if mla is not None and mla.isdigit()
+            # asked only of an MLA model: the only one whose plan it changes
+            else rt.mla_default()
+            if profile.hparams.kv_lora_rank
+            else None
+        ),
         swa_full="--swa-full" in args,
         kv_unified=rt.kv_unified(any(a in ("-kvu", "--kv-unified") for a in args)),
         mla_split=_mla_split(profile),

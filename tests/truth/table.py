@@ -32,12 +32,12 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from layoutgen import runtimes
 from layoutgen.calibrate.startlog import read_log
 from layoutgen.errors import InvalidInput
 from layoutgen.models.profile import dump_profile
 from layoutgen.solve.override import Rule, apply
 from layoutgen.solve.placement import expert_layer
+from layoutgen.spec import flags as flag_table
 from layoutgen.spec import source
 from layoutgen.spec.validate import validate_document
 from tests.truth import synth
@@ -113,6 +113,30 @@ def version(record: Mapping[str, Any]) -> str | None:
         return m["n"]
     posted = record.get("posted")
     return str(posted) if posted else None
+
+
+def ik_build(record: Mapping[str, Any]) -> int | None:
+    """RECORD's ik_llama.cpp build as a number: its own, else the newest of the day it
+    was posted (flags.build_of_day); None: not known (the newest forms)."""
+    v = version(record)
+    if v is None:
+        return None
+    if v.isdigit():
+        return int(v)
+    try:
+        return flag_table.build_of_day(datetime.date.fromisoformat(v))
+    except ValueError:
+        return None
+
+
+def _reads(build: int | None, flag: str, arity: int) -> bool:
+    """Whether ik_llama.cpp BUILD (None: the newest) has FLAG, reading ARITY values."""
+    tab = flag_table.table("ik_llama.cpp")
+    spans = tab.rows[flag][1]
+    if build is None:
+        return spans[-1].until is None and spans[-1].arity == arity
+    found = flag_table.at(tab, spans, build).span
+    return found is not None and found.arity == arity
 
 
 def _flag(settings: Mapping[str, Any], key: str) -> Any:
@@ -331,17 +355,28 @@ def spec_for(
     # flash attention as the record's build spells it: a bare -fa (on; off by default)
     # on ik before 3928, -fa on|off since (the command the run had, build or none)
     args: list[str] = ["-fa", "on" if _fa(s.get("flash_attn")) else "off"]
-    build = version(record)
-    ik = record.get("runtime") == "ik_llama.cpp"
-    if ik and build is not None and runtimes.get("ik_llama.cpp", build).fa_bare():
-        args = ["-fa"] if _fa(s.get("flash_attn")) else []
     if record.get("runtime") == "ik_llama.cpp":
+        written = flag_table.flash_attn_args(
+            "ik_llama.cpp", ik_build(record), _fa(s.get("flash_attn"))
+        )
+        args = args if written is None else written
+    if record.get("runtime") == "ik_llama.cpp":
+        # each flag in the form the record's build reads (the command it ran): -mla a
+        # switch before 3575, -amb from 3576, -fmoe before 3928 and -no-fmoe since
+        n = ik_build(record)
         if s.get("mla") is not None:
-            args += ["-mla", str(s["mla"])]
-        args += ["-amb", str(s.get("attn_max_b") or 0)]  # 0 when the log says so
+            mla = int(s["mla"])
+            if _reads(n, "-mla", 1):
+                args += ["-mla", str(mla)]
+            elif _reads(n, "-mla", 0) and mla:
+                args.append("-mla")
+        if _reads(n, "-amb", 1):
+            args += ["-amb", str(s.get("attn_max_b") or 0)]  # 0 when the log says so
         fmoe = s.get("fused_moe")
-        if fmoe is not None:
-            args.append("-fmoe" if _fa(fmoe) else "-no-fmoe")
+        if fmoe is not None and _fa(fmoe) and _reads(n, "-fmoe", 0):
+            args.append("-fmoe")
+        elif fmoe is not None and not _fa(fmoe) and _reads(n, "-no-fmoe", 0):
+            args.append("-no-fmoe")
     flags = [str(f) for f in s.get("other_flags") or []]
     if "--no-mmap" in flags:
         args.append("--no-mmap")

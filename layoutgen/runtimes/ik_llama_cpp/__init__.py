@@ -77,6 +77,14 @@ RULES = (
         "overridden (-ot, --cpu-moe)",
     ),
     rule(
+        "mla-3-by-default",
+        3983,
+        "2025-11-12",
+        "ik_llama.cpp PR #943 (ddc88bac1)",
+        "an MLA model without -mla runs MLA 3 (common.h mla_attn = 3); before, 0: "
+        "standard attention, a full K and V cache per head",
+    ),
+    rule(
         "flash-attn-value",
         3989,
         "2025-11-13",
@@ -317,6 +325,9 @@ class IkLlamaCpp(Runtime):
 
     def kv_for_nextn(self) -> bool:
         return not self.follows("kv-skips-unused-layers")
+
+    def mla_default(self) -> int | None:
+        return 3 if self.follows("mla-3-by-default") else 0
 
     def v_cache_needs_flash_attn(self, cache_type_v: str) -> bool:
         """ik accepts only f16 and bf16 V caches without flash attention."""
