@@ -527,7 +527,8 @@ def lanes_warnings(
     """A warning, at the later service in the spec, for each pair of services that run
     at the same time (schedules overlap; no schedule: all day; services that conflict
     never run together) and together ask host RAM for more than its effective
-    bandwidth (efficiency x peak)."""
+    bandwidth (efficiency x peak): it names both, when they overlap, and advice that
+    fits the schedules they have (:mod:`layoutgen.speed.lanes`)."""
     peak = host_bandwidth(spec)
     if peak is None:
         return []
@@ -543,10 +544,12 @@ def lanes_warnings(
                 continue  # fits together: no warning, nothing to bisect
             pair = contention.together((lanes[a], lanes[b]), bw)
             if pair.over:
+                from layoutgen.speed.lanes import message
+
                 out.append(
                     Problem(
                         ("services", b),
-                        f"services.{b}: {contention.warning(pair)}",
+                        f"services.{b}: {message(spec, pair, lanes)}",
                         Severity.WARNING,
                     )
                 )
