@@ -30,14 +30,11 @@ after the sample before X, and one seen in the oldest sample (llama.cpp 9093, vL
 0.8.0) may be older still.  Inside such an undated window a flag is accepted with a
 warning (refusing would refuse runs that start); outside every window of the
 flag's builds it is an error.  With no ``version:`` the build is unknown: a flag that
-some build has is accepted (with a warning when the newest build lacks it); where
-the builds read a flag's values differently (ik's ``-fa``: bare before 3928, gone
-3928-3984, ``on|off|auto`` from 3985) the spec must name its build.
-
-Not reported yet (FA_FORM is None): a modelled flag written in another build's form
-(``-fa on`` at an ik build before 3985, ``-no-fmoe`` before 3928, ``-mla 3`` where
--mla was a switch), because the truth table describes every record's memory with the
-newest forms; tests/test_flags.py runs those checks at ERROR.
+some build has is accepted (with a warning when the newest build lacks it), and the
+forms written say which builds could run the command (build_range: ik's bare ``-fa``
+is 2771-3927, ``-fa on`` 3985 on, ``-fmoe`` 3571-3927, ``-no-fmoe`` 3928 on), which
+bounds the builds the plan is made for (layoutgen.solve.builds); flags no one build
+reads together are an error naming each one's builds.
 """
 
 from __future__ import annotations
@@ -344,13 +341,9 @@ VLLM_UNMODELLED: Mapping[str, str] = {
 }
 
 
-#: how a modelled flag written in another build's form (ik_llama.cpp: "-fa on" before
-#: 3985, where -fa reads no value; -no-fmoe before 3928; any -fa with no version,
-#: where builds differ) is reported.
-#: None, not yet: the truth table (tests/truth/table.py) writes "-fa on|off" for every
-#: build to describe a run's memory and validates those specs as a user's; once it
-#: writes each build's own form (flash_attn_args), this becomes Severity.ERROR
-#: (tests/test_flags.py runs the check at ERROR)
+#: how a modelled flag written in another build's form is reported (ik_llama.cpp:
+#: "-fa on" before 3985, where -fa reads no value; -no-fmoe before 3928): an error,
+#: since the truth table writes each record's build's own forms (tests/truth/table.py)
 FA_FORM: Severity | None = Severity.ERROR
 _FA = ("-fa", "--flash-attn")
 #: forms older than every build a sampled table read, kept by hand with their source:
