@@ -58,7 +58,11 @@ def test_semantic_summary_line_by_line(repo: Path) -> None:
     result = run_cli(["diff", f"HEAD~1:{SPEC}", f"HEAD:{SPEC}"])
     assert result.code == 2, result.stderr
     summary = result.stdout.split("\n\n", 1)[0].splitlines()
-    semantic = [line for line in summary if not re.match(r"^(gpu\d|host): used ", line)]
+    semantic = [
+        line
+        for line in summary
+        if not re.match(r"^(gpu\d|host): used |^grandpa: decode [\d.]+ -> [\d.]+ tok/s", line)
+    ]
     assert semantic == [
         "naughty-worker0: ctx 262144 -> 131072",
         "naughty-worker1: bind 127.0.0.1 -> 0.0.0.0 (leaves 127.0.0.1: reachable from the network)",

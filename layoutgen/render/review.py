@@ -70,6 +70,7 @@ def summarise(a: Validated, b: Validated, *, same_files: bool) -> list[dict[str,
     for m in ld.moves:
         _move(m, add)
     _cascades(ld, changes, a, b, add)
+    _speeds(a.plan, b.plan, add)
     _devices(ld, a.plan, b.plan, add)
     _warnings(a, b, add)
     if same_files:
@@ -262,6 +263,26 @@ def _cascades(ld: Ledger, changes: list[Change], a: Validated, b: Validated, add
             f"cascade: {cause}, so {s}'s tensors moved ({what})",
             service=s,
         )
+
+
+def _speeds(a: Plan, b: Plan, add: Add) -> None:
+    """Predicted decode speeds that changed (a tenth of a token a second or more)."""
+    from layoutgen.solve.plan import SpeedPlan
+
+    before = {s.name: s.speed for s in a.services if isinstance(s.speed, SpeedPlan)}
+    for s in b.services:
+        old = before.get(s.name)
+        if isinstance(s.speed, SpeedPlan) and old is not None:
+            x, y = old.decode_tps, s.speed.decode_tps
+            if f"{x:.1f}" != f"{y:.1f}":
+                add(
+                    "speed",
+                    f"{s.name}: decode {x:.1f} -> {y:.1f} tok/s at depth {s.speed.depth:,} "
+                    "(speed model)",
+                    service=s.name,
+                    old=round(x, 2),
+                    new=round(y, 2),
+                )
 
 
 def _devices(ld: Ledger, a: Plan, b: Plan, add: Add) -> None:
