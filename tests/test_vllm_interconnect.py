@@ -1,13 +1,13 @@
 """vLLM's tensor-parallel non-torch memory by interconnect, and its sampler by what the
 installation runs (issue 35 items 1-3).
 
-Both are read from vLLM's code (vllm_memory: NON_TORCH_TP, NON_TORCH_TP_NO_P2P,
+Both are read from vLLM's code (vllm_memory: NON_TORCH_TP, NON_TORCH_TP_PCIE,
 SAMPLER_BYTES_PER_LOGIT_FLASHINFER) and checked against the dennislee22 logs: one model
 (Qwen2-7B-Instruct), one release (0.10.1.1), 256 sampler rows, on A100s at TP 1 and
-TP 2, with FlashInfer's sampler (pip-installed pods) and without it (a Ray run), with
-and without peer access.  Each log prints the weights and the KV memory, so what the
-profile took besides them (activation and non-torch memory together) is
-``utilization x total - weights - KV``.
+TP 2, with FlashInfer's sampler (pip-installed pods) and without it (a Ray run), the TP
+2 runs without NVLink (no P2P in one node; two nodes over Ray).  Each log prints the
+weights and the KV memory, so what the profile took besides them (activation and
+non-torch memory together) is ``utilization x total - weights - KV``.
 """
 
 from __future__ import annotations
@@ -46,14 +46,14 @@ def test_the_sampled_logs_cover_both_samplers_and_both_interconnects() -> None:
     flags = [load(p)["flags"] for p in SAMPLED]
     assert {f["flashinfer_sampler"] for f in flags} == {True, False}
     assert {f["tensor_parallel_size"] for f in flags} == {1, 2}
-    assert any(f.get("p2p") is False for f in flags)
+    assert any(f.get("nvlink") is False for f in flags)
 
 
 @pytest.mark.parametrize("path", SAMPLED, ids=lambda p: p.stem)
 def test_activation_and_non_torch_are_planned_high_by_less_than_half_a_gib(path: Path) -> None:
     """Never below what the log left beside its KV cache, and at most 0.4 GiB above
     (non-torch memory is planned as an upper bound: 0.20 GiB, 0.30 more at TP 2 without
-    peer access)."""
+    NVLink)."""
     logged, planned = _beside_kv(path)
     assert logged <= planned <= logged + 0.4 * vm.GiB, (logged / vm.GiB, planned / vm.GiB)
 
@@ -103,25 +103,33 @@ def test_nccl_by_interconnect() -> None:
         tensor_parallel_size=2,
     )
     assert vm.nccl_estimate(tp2) == vm.NON_TORCH_TP  # not known: the larger
-    assert vm.nccl_estimate(replace(tp2, p2p=True)) == vm.NON_TORCH_TP
-    assert vm.nccl_estimate(replace(tp2, p2p=False)) == vm.NON_TORCH_TP_NO_P2P
-    assert vm.nccl_estimate(replace(tp2, tensor_parallel_size=1, p2p=False)) == 0
-    # from 0.11.0 NCCL starts before the snapshot; without peer access nothing is left
+    assert vm.nccl_estimate(replace(tp2, nvlink=True)) == vm.NON_TORCH_TP
+    assert vm.nccl_estimate(replace(tp2, nvlink=False)) == vm.NON_TORCH_TP_PCIE
+    assert vm.nccl_estimate(replace(tp2, tensor_parallel_size=1, nvlink=False)) == 0
+    # from 0.11.0 NCCL starts before the snapshot; without NVLink nothing is left
     # beside the budget for it (0.30 GiB, under the 0.45 the profile still counts)
     newer = replace(tp2, version="0.11.0")
     assert vm.nccl_outside(newer) == vm.NON_TORCH_TP - vm.NCCL_AFTER_SNAPSHOT
-    assert vm.nccl_outside(replace(newer, p2p=False)) == 0
+    assert vm.nccl_outside(replace(newer, nvlink=False)) == 0
 
 
-def test_peer_access_from_the_env_and_the_gpu_names() -> None:
+def test_nvlink_from_the_env_and_the_gpu_names() -> None:
     rtx = "NVIDIA GeForce RTX 4090"
-    assert vm.peer_access({}, [rtx, rtx]) is False
-    assert vm.peer_access({}, ["NVIDIA GeForce RTX 5090", rtx]) is False
-    assert vm.peer_access({}, ["NVIDIA GeForce RTX 3090", "NVIDIA GeForce RTX 3090"]) is None
-    assert vm.peer_access({}, ["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"]) is None
-    assert vm.peer_access({}, [rtx, None]) is None
-    assert vm.peer_access({"NCCL_P2P_DISABLE": "1"}, [None, None]) is False
-    assert vm.peer_access({"NCCL_P2P_DISABLE": "0"}, [None, None]) is None
+    assert vm.nvlink_between({}, [rtx, rtx]) is False
+    assert vm.nvlink_between({}, ["NVIDIA GeForce RTX 5060 Ti", rtx]) is False
+    assert vm.nvlink_between({}, ["NVIDIA L40S", "NVIDIA L40S"]) is False
+    assert vm.nvlink_between({}, ["NVIDIA L4", "NVIDIA L4"]) is False
+    assert vm.nvlink_between({}, ["NVIDIA RTX 6000 Ada Generation"] * 2) is False
+    assert vm.nvlink_between({}, ["NVIDIA RTX PRO 6000 Blackwell Workstation Edition"] * 2) is False
+    # a bridge may be fitted, or the board has NVLink: not ruled out
+    assert vm.nvlink_between({}, ["NVIDIA GeForce RTX 3090"] * 2) is None
+    assert vm.nvlink_between({}, ["NVIDIA RTX A6000"] * 2) is None
+    assert vm.nvlink_between({}, ["NVIDIA A40"] * 2) is None
+    assert vm.nvlink_between({}, ["NVIDIA A100 80GB PCIe"] * 2) is None
+    assert vm.nvlink_between({}, ["NVIDIA H100 80GB HBM3"] * 2) is None
+    assert vm.nvlink_between({}, [rtx, None]) is None
+    assert vm.nvlink_between({"NCCL_P2P_DISABLE": "1"}, [None, None]) is False
+    assert vm.nvlink_between({"NCCL_P2P_DISABLE": "0"}, [None, None]) is None
 
 
 TP2 = """\
@@ -136,15 +144,15 @@ TP2 = """\
 """
 
 
-def test_a_spec_without_peer_access_plans_the_smaller_nccl_term(tmp_path: Path) -> None:
-    """NCCL_P2P_DISABLE=1 in the service's env (or two GeForce RTX 40/50 cards) plans
-    0.30 GiB of NCCL memory where peer access, or not knowing, plans 1.79."""
+def test_a_spec_without_nvlink_plans_the_smaller_nccl_term(tmp_path: Path) -> None:
+    """NCCL_P2P_DISABLE=1 in the service's env (or cards without an NVLink connector)
+    plans 0.30 GiB of NCCL memory where NVLink, or not knowing, plans 1.79."""
     known = plan(tmp_path, TP2, version="0.10.2").plan.service("chat").budget
     env = "    env: {NCCL_P2P_DISABLE: '1'}\n"
     without = plan(tmp_path, TP2 + env, version="0.10.2").plan.service("chat").budget
     assert known is not None and without is not None
     assert known.term("non_torch") - without.term("non_torch") == (
-        vm.NON_TORCH_TP - vm.NON_TORCH_TP_NO_P2P
+        vm.NON_TORCH_TP - vm.NON_TORCH_TP_PCIE
     )
     assert known.term("kv") == without.term("kv")  # the same requests, a smaller budget
     assert without.budget < known.budget

@@ -110,9 +110,9 @@ def service_of(record: dict[str, Any]) -> VllmService:
         version=record["vllm_version"],
         # what the log shows of the installation: "Using FlashInfer for top-p & top-k
         # sampling" (as VLLM_USE_FLASHINFER_SAMPLER=1 tells the plan), "Custom allreduce
-        # is disabled because your platform lacks GPU P2P capability" (no peer access)
+        # is disabled because your platform lacks GPU P2P capability" (no NVLink either)
         flashinfer_sampler=f.get("flashinfer_sampler"),
-        p2p=f.get("p2p"),
+        nvlink=f.get("nvlink"),
     )
 
 

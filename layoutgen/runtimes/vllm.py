@@ -378,7 +378,7 @@ def plan_budget(
     parallel: int | None = None,
     estimate_cudagraphs: bool | None = None,
     flashinfer_sampler: bool | None = None,
-    p2p: bool | None = None,
+    nvlink: bool | None = None,
 ) -> Budget:
     """The budget for ``parallel`` requests of ``max_model_len`` tokens (default
     ``max_num_seqs``), with vLLM's scheduler admitting ``max_num_seqs`` at once: that
@@ -386,8 +386,8 @@ def plan_budget(
 
     ``totals``: each GPU's total memory.  ``flashinfer_sampler``: the service's
     VLLM_USE_FLASHINFER_SAMPLER (:func:`~layoutgen.runtimes.vllm_memory.flashinfer_sampler`);
-    ``p2p``: whether its GPUs have peer access
-    (:func:`~layoutgen.runtimes.vllm_memory.peer_access`).  ``room``: the most the budget may
+    ``nvlink``: whether its GPUs talk over NVLink
+    (:func:`~layoutgen.runtimes.vllm_memory.nvlink_between`).  ``room``: the most the budget may
     take on the tightest of them beside everything else; when what that leaves
     for KV is below one request, vLLM would refuse to start, and
     :class:`~layoutgen.runtimes.vllm_memory.KvCacheRefused` says what fits.
@@ -407,7 +407,7 @@ def plan_budget(
         spec_tokens=spec,
         estimate_cudagraphs=estimate_cudagraphs,
         flashinfer_sampler=flashinfer_sampler,
-        p2p=p2p,
+        nvlink=nvlink,
     )
     weights = vm.Term(math.ceil(model.weights_bytes / tp), vm.Basis.EXACT)
     # speculative decoding: the rejection sampler's rows (vm.sampler_rows), and the

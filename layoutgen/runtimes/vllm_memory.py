@@ -93,23 +93,23 @@ NCCL_AFTER_SNAPSHOT = int(0.45 * GiB)
 #: GPU after the profile run (total - free - torch's allocations): their own CUDA
 #: context, and every other process's memory
 SNAPSHOT_BASELINE = (0, 9, 2)
-#: NCCL and custom all-reduce buffers of a TP > 1 worker whose GPUs reach each other's
-#: memory (peer-to-peer: NVLink, or PCIe where the driver allows it).  NCCL's P2P
-#: transport keeps each channel's send/receive buffers (per protocol: SIMPLE's
-#: NCCL_BUFFSIZE of 4 MiB, LL128, LL) in device memory, and NVLink opens many channels;
-#: vLLM's custom all-reduce adds two 8 MiB IPC buffers and its metadata (cudaMalloc'd
-#: outside torch: CustomAllreduce.create_shared_buffer of the 0.10.1.1 wheel) and an
-#: 8 MiB torch tensor.  PR 10511's TP 2 on H100s: +1.79 GiB over TP 1 (3.58 against
-#: 1.79), distagentgc's TP 2 on 40 GB cards +1.45 (1.54 against 0.09 GiB): the larger.
+#: NCCL and custom all-reduce buffers of a TP > 1 worker whose GPUs talk over NVLink.
+#: NCCL keeps each channel's send/receive buffers (per protocol: SIMPLE's NCCL_BUFFSIZE
+#: of 4 MiB, LL128, LL) in device memory under its P2P transport, and opens many
+#: channels on NVLink; vLLM's custom all-reduce adds two 8 MiB IPC buffers and their
+#: metadata (cudaMalloc'd outside torch: CustomAllreduce.create_shared_buffer of the
+#: 0.10.1.1 wheel) and an 8 MiB torch tensor.  PR 10511's TP 2 on H100s: +1.79 GiB over
+#: TP 1 (3.58 against 1.79); distagentgc's TP 2 on 40 GB A100-class cards: +1.45 (1.54
+#: against 0.09 GiB).  The larger is planned, and wherever NVLink is not ruled out.
 NON_TORCH_TP = int(1.79 * GiB)
-#: The same where the GPUs have no peer access (vLLM: "Custom allreduce is disabled
-#: because your platform lacks GPU P2P capability"; NCCL_P2P_DISABLE=1): custom
-#: all-reduce stays off and NCCL moves data through its SHM transport, whose buffers
-#: are host shared memory, so little stays on the GPU: two L40S at TP 2 (issue 15815,
-#: 0.7.1) measure 0.30 GiB of non-torch memory in all; dennislee22's two A100 80GB pods
-#: without P2P (0.10.1.1) leave 0.13 GiB more outside the KV cache than the same model
-#: at TP 1, with half the weights and the same sampler.  Planned at the larger.
-NON_TORCH_TP_NO_P2P = int(0.30 * GiB)
+#: The same where the GPUs have no NVLink between them: NCCL's PCIe rings open few
+#: channels, and without peer access (vLLM: "Custom allreduce is disabled because your
+#: platform lacks GPU P2P capability"; NCCL_P2P_DISABLE=1) its SHM transport keeps the
+#: buffers in host shared memory.  Two PCIe L40S at TP 2 (issue 15815, 0.7.1) measure
+#: 0.30 GiB of non-torch memory in all; dennislee22's two A100 80GB pods without P2P
+#: (0.10.1.1) leave 0.13 GiB more outside the KV cache than the same model at TP 1, with
+#: half the weights and the same sampler.  Planned at the larger.
+NON_TORCH_TP_PCIE = int(0.30 * GiB)
 #: vLLM 0.6.5-0.6.6 measured from before the CUDA context (PR 10511; PR 12126
 #: moved the baseline after it in 0.7.0): the context counts as non-torch, as it
 #: does in the V1 worker of 0.8.0-0.9.1 (:func:`device_wide`).
@@ -209,9 +209,9 @@ class VllmService:
     #: VLLM_USE_FLASHINFER_SAMPLER as the service's environment sets it (None: not set;
     #: see :func:`flashinfer_sampler`)
     flashinfer_sampler: bool | None = None
-    #: whether the service's GPUs have peer access to each other (None: not known; see
-    #: :func:`peer_access`)
-    p2p: bool | None = None
+    #: whether the service's GPUs talk over NVLink (None: not known, planned as NVLink;
+    #: see :func:`nvlink_between`)
+    nvlink: bool | None = None
 
     @property
     def v1(self) -> bool:
@@ -503,38 +503,44 @@ def nccl_before_snapshot(service: VllmService) -> bool:
 
 def nccl_estimate(service: VllmService) -> int:
     """NCCL and custom all-reduce memory of a TP > 1 worker, in all (0 for one GPU), by
-    interconnect: :data:`NON_TORCH_TP_NO_P2P` where the GPUs are known to lack peer
-    access (:func:`peer_access`), else :data:`NON_TORCH_TP` (peer access, or not known:
-    the larger)."""
+    interconnect: :data:`NON_TORCH_TP_PCIE` where the GPUs are known to have no NVLink
+    between them (:func:`nvlink_between`), else :data:`NON_TORCH_TP` (NVLink, or not
+    known: the larger)."""
     if service.tensor_parallel_size <= 1:
         return 0
-    return NON_TORCH_TP_NO_P2P if service.p2p is False else NON_TORCH_TP
+    return NON_TORCH_TP_PCIE if service.nvlink is False else NON_TORCH_TP
 
 
 def nccl_outside(service: VllmService) -> int:
     """The part of :func:`nccl_estimate` allocated before vLLM's snapshot (0.11.0+):
     outside its budget, beside the CUDA context; the rest stays non-torch memory
-    (without peer access all of it: at most :data:`NCCL_AFTER_SNAPSHOT`)."""
+    (without NVLink all of it: at most :data:`NCCL_AFTER_SNAPSHOT`)."""
     if not nccl_before_snapshot(service):
         return 0
     return max(nccl_estimate(service) - NCCL_AFTER_SNAPSHOT, 0)
 
 
-#: GPU names (NVML) of cards without NVLink whose driver gives no PCIe peer access:
-#: GeForce RTX 40- and 50-series (no NVLink connector; vLLM's custom all-reduce reports
-#: "lacks GPU P2P capability" on them)
-_NO_PEER_ACCESS = re.compile(r"geforce rtx [45]0[0-9]{2}", re.IGNORECASE)
+#: NVML names of cards that have no NVLink connector: GeForce RTX 40- and 50-series,
+#: L4, L40, L40S, T4, A10/A10G, the RTX Ada workstation cards (RTX 4000/4500/5000/6000
+#: Ada) and the RTX PRO Blackwell cards.  Cards that take an NVLink bridge (RTX 3090,
+#: RTX A6000, A40, the PCIe A100/H100) are not in it: a bridge may be fitted.
+_NO_NVLINK = re.compile(
+    r"geforce rtx [45]0[0-9]{2}|\bL4\b|\bL40S?\b|\bT4\b|\bA10G?\b|rtx [0-9]{4} ada"
+    r"|rtx pro [0-9]{4}",
+    re.IGNORECASE,
+)
 
 
-def peer_access(env: dict[str, str], names: list[str | None]) -> bool | None:
-    """Whether a tensor-parallel service's GPUs reach each other's memory: False where
-    the service's env sets NCCL_P2P_DISABLE to a non-zero integer (NCCL then moves data
-    through host memory) or every GPU is a GeForce RTX 40/50-series card; else None
-    (not known: planned as with peer access, the larger NCCL figure)."""
+def nvlink_between(env: dict[str, str], names: list[str | None]) -> bool | None:
+    """Whether a tensor-parallel service's GPUs talk over NVLink: False where the
+    service's env sets NCCL_P2P_DISABLE to a non-zero integer (NCCL then moves data
+    through host memory) or every GPU's name is a card without an NVLink connector
+    (:data:`_NO_NVLINK`); else None (not known: planned as NVLink, the larger NCCL
+    figure)."""
     disabled = env.get("NCCL_P2P_DISABLE")
     if disabled is not None and disabled.strip().lstrip("-").isdigit() and int(disabled):
         return False
-    if names and all(name and _NO_PEER_ACCESS.search(name) for name in names):
+    if names and all(name and _NO_NVLINK.search(name) for name in names):
         return False
     return None
 

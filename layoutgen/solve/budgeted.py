@@ -67,7 +67,7 @@ def budget(
         spec=spec_tokens,
         estimate_cudagraphs=vm.env_flag(svc.env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")),
         flashinfer_sampler=vm.env_flag(svc.env.get("VLLM_USE_FLASHINFER_SAMPLER")),
-        p2p=vm.peer_access(dict(svc.env), [names_of.get(g) for g in gpus]),
+        nvlink=vm.nvlink_between(dict(svc.env), [names_of.get(g) for g in gpus]),
     )
     return found, gpus, names
 
