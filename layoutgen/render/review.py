@@ -14,7 +14,7 @@ from typing import Any
 
 from layoutgen.models.tensors import format_layers
 from layoutgen.render.ledger import Ledger, Move, check, ledger
-from layoutgen.render.specdiff import Change, no_effect_reason, spec_changes
+from layoutgen.render.specdiff import Change, moves_bytes, no_effect_reason, spec_changes
 from layoutgen.solve.placement import expert_layer
 from layoutgen.solve.plan import Plan
 from layoutgen.spec.validate import Validated
@@ -252,7 +252,9 @@ def _cascades(ld: Ledger, changes: list[Change], a: Validated, b: Validated, add
         own = [c for c in changes if c.path[:2] == ("services", s)]
         if own or s not in a.spec.services or s not in b.spec.services:
             continue
-        causes = [c.cause(a, b) for c in changes]
+        causes = [c.cause(a, b) for c in changes if moves_bytes(c)] or [
+            c.cause(a, b) for c in changes
+        ]
         cause = "; ".join(dict.fromkeys(causes)) or "a profile or a runtime rule changed"
         mine = [m for m in ld.moves if m.service == s]
         what = ", ".join(

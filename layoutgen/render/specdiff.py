@@ -58,7 +58,22 @@ def _cause_values(c: Change) -> str:
     return f"{_short(c.old)} -> {_short(c.new)}"
 
 
+#: service keys that never change where bytes go: not a cascade's cause
+NO_BYTES = frozenset(
+    {"port", "expose", "api_key", "capabilities", "schedule", "threads", "threads_batch"}
+)
+
+
+def moves_bytes(c: Change) -> bool:
+    """Whether a change can move bytes (a port cannot)."""
+    return not (len(c.path) >= 3 and c.path[0] == "services" and c.path[2] in NO_BYTES)
+
+
 def _short(v: Any) -> str:
+    if v is None:
+        return "unset"
+    if isinstance(v, bool):
+        return "true" if v else "false"
     text = str(v) if not isinstance(v, dict | list) else _inline(v)
     return text if len(text) <= 80 else text[:77] + "..."
 
@@ -68,7 +83,7 @@ def _inline(v: Any) -> str:
         return "{" + ", ".join(f"{k}: {_inline(x)}" for k, x in v.items()) + "}"
     if isinstance(v, list):
         return "[" + ", ".join(_inline(x) for x in v) + "]"
-    return str(v)
+    return _short(v)
 
 
 def spec_changes(a: Any, b: Any, path: Path = ()) -> list[Change]:
