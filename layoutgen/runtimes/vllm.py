@@ -200,7 +200,7 @@ class Vllm(Runtime):
             raise VersionError(
                 f"vLLM {printable(clip(text))} runs the V0 engine, which layoutgen does not "
                 "plan (its memory profile and flags differ from V1's, and the public V0 logs "
-                "it was checked against miss by up to 25 %); move to vLLM 0.9.2 or later "
+                "it was checked against miss by up to 9 %); move to vLLM 0.9.2 or later "
                 '(write version: "0.9.2" and an image of that release, e.g. '
                 "docker.io/vllm/vllm-openai:v0.9.2; 0.8.x also plans, but counts every "
                 "process on its GPUs as its own)"
