@@ -29,7 +29,12 @@ def mib(n: int) -> str:
 
 
 def signed(n: int) -> str:
-    return f"{'+' if n >= 0 else '-'}{abs(n) / 2**20:,.0f} MiB"
+    sign = "+" if n >= 0 else "-"
+    if abs(n) < 2**10:
+        return f"{sign}{abs(n)} bytes"
+    if abs(n) < 2**20:
+        return f"{sign}{abs(n) / 2**10:,.0f} KiB"  # not "-0 MiB"
+    return f"{sign}{abs(n) / 2**20:,.0f} MiB"
 
 
 def summarise(a: Validated, b: Validated, *, same_files: bool) -> list[dict[str, Any]]:
@@ -111,9 +116,14 @@ def _settings(n: str, a: Validated, b: Validated, add: Add) -> set[tuple[str, ..
         ("args", list(sa.args), list(sb.args)),
     ):
         if va != vb:
+            said_as = (
+                f"{n}: {key} {_tokens(va, vb)}"
+                if isinstance(va, list) and isinstance(vb, list) and va and vb
+                else f"{n}: {key} {_show(va)} -> {_show(vb)}"
+            )
             add(
                 "setting",
-                f"{n}: {key} {_show(va)} -> {_show(vb)}",
+                said_as,
                 service=n,
                 key=key,
                 old=va,
@@ -127,6 +137,23 @@ def _settings(n: str, a: Validated, b: Validated, add: Add) -> set[tuple[str, ..
         add("bind", f"{n}: bind {bind_a} -> {bind_b}{note}", service=n, old=bind_a, new=bind_b)
         said.add(("services", n, "expose"))
     return said
+
+
+def _tokens(a: list[Any], b: list[Any]) -> str:
+    """Two lists as what was added, removed or replaced (``args``: flags and values)."""
+    import difflib
+
+    sa, sb = [str(x) for x in a], [str(x) for x in b]
+    parts = []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=sa, b=sb, autojunk=False).get_opcodes():
+        if op == "replace":
+            parts.append(f"{' '.join(sa[i1:i2])} replaced by {' '.join(sb[j1:j2])}")
+        elif op == "delete":
+            parts.append(f"removed {' '.join(sa[i1:i2])}")
+        elif op == "insert":
+            after = f" after {sa[i1 - 1]}" if i1 else " first"
+            parts.append(f"added {' '.join(sb[j1:j2])}{after}")
+    return "; ".join(parts)
 
 
 def _key(key: Any) -> str:
