@@ -499,6 +499,9 @@ def test_the_dated_rules_and_the_memory_model_name_the_same_releases() -> None:
         service = replace(SERVE, version=".".join(map(str, release)))
         assert (release >= since["nccl-before-snapshot"]) == nccl_before_snapshot(service)
         assert (release >= since["cudagraph-in-budget"]) == cudagraph_in_budget(service)
+    from layoutgen.runtimes.vllm_memory import FLASHINFER_SAMPLER_OPT_IN
+
+    assert since["flashinfer-sampler-opt-in"] == FLASHINFER_SAMPLER_OPT_IN
 
 
 # ------------------------------------------- a summary table of recent H100 logs

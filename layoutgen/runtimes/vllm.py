@@ -99,6 +99,16 @@ RELEASES: tuple[Release, ...] = (
         "the profile, inside the budget",
     ),
     Release(
+        "flashinfer-sampler-opt-in",
+        (0, 11, 1),
+        "vllm/v1/sample/ops/topk_topp_sampler.py of the 0.11.1 wheel: FlashInfer's top-k/"
+        "top-p sampling only with VLLM_USE_FLASHINFER_SAMPLER=1 (0.8.0-0.11.0: whenever "
+        "flashinfer is importable, unless it is 0) (vllm_memory.flashinfer_sampler)",
+        "the sampler sorts its logits (39 B a logit at the profile's peak) unless "
+        "VLLM_USE_FLASHINFER_SAMPLER=1; before, FlashInfer samples (14 B) wherever the "
+        "image has it, which the plan counts only where the service's env says so",
+    ),
+    Release(
         "language-model-only",
         (0, 17, 0),
         "vllm/engine/arg_utils.py of the 0.17.0 wheel: --language-model-only (PR #34120, "

@@ -12,7 +12,8 @@ costs KV blocks in the plan, one that is too low is the OOM the plan exists to
 prevent.
 
 Sources (wheels from PyPI, read for this module): vLLM 0.8.5, 0.9.2, 0.10.1.1,
-0.11.0, 0.19.1, 0.20.0, 0.20.2, 0.21.0, 0.33.0 —
+0.10.2, 0.11.0, 0.11.1, 0.11.2, 0.12.0, 0.19.1, 0.20.0, 0.20.2, 0.21.0, 0.33.0, and
+flashinfer-python 0.2.11 (``flashinfer/sampling.py``) —
 ``vllm/v1/worker/gpu_worker.py`` (``determine_available_memory``),
 ``vllm/utils/mem_utils.py`` (``memory_profiling``), ``vllm/v1/worker/utils.py``
 (``request_memory``), ``vllm/v1/core/kv_cache_utils.py`` (``get_num_blocks``,
@@ -20,7 +21,11 @@ Sources (wheels from PyPI, read for this module): vLLM 0.8.5, 0.9.2, 0.10.1.1,
 ``estimate_max_model_len``, ``_get_kv_cache_groups_uniform_page_size``),
 ``vllm/v1/kv_cache_interface.py`` (``FullAttentionSpec``, ``SlidingWindowSpec``,
 ``MLAAttentionSpec``), ``vllm/v1/worker/gpu_model_runner.py`` (``profile_run``,
-``_dummy_sampler_run``, ``profile_cudagraph_memory``), ``vllm/envs.py``.
+``_dummy_sampler_run``, ``profile_cudagraph_memory``), ``vllm/v1/sample/sampler.py`` and
+``vllm/v1/sample/ops/topk_topp_sampler.py`` (the dummy sampler's tensors),
+``vllm/distributed/device_communicators/custom_all_reduce.py`` and ``pynccl.py`` (what a
+TP worker allocates outside torch), ``vllm/env_override.py`` (NCCL_CUMEM_ENABLE=0),
+``vllm/envs.py``.
 The V0 engine (before 0.8) is covered for the logs that print its terms.
 """
 
