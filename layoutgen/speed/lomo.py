@@ -34,13 +34,20 @@ class Globals:
     peak: float = 0.4
     measured: float = 0.7
     thread_bandwidth: float = 12e9  # bytes/s one thread pulls from host RAM
+    gpu_layer: float = 20e-6  # seconds a token and layer on a GPU (launches)
+    cpu_layer_thread: float = 0.2e-6  # seconds a token, host layer and thread (barriers)
 
     def machine(self, rec: cases.Record, m: model.Machine) -> model.Machine:
         host = self.measured if rec.host_basis == "measured" else self.peak
         return replace(m, efficiency=host, gpu_efficiency=self.gpu)
 
     def constants(self) -> model.Constants:
-        return replace(model.DEFAULT, thread_bandwidth=self.thread_bandwidth)
+        return replace(
+            model.DEFAULT,
+            thread_bandwidth=self.thread_bandwidth,
+            gpu_layer=self.gpu_layer,
+            cpu_layer_thread=self.cpu_layer_thread,
+        )
 
 
 BOUNDS: dict[str, tuple[float, float]] = {
@@ -48,6 +55,8 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "peak": (0.1, 1.2),
     "measured": (0.1, 1.5),
     "thread_bandwidth": (1e9, 80e9),
+    "gpu_layer": (1e-7, 300e-6),
+    "cpu_layer_thread": (1e-9, 40e-6),
 }
 
 
@@ -185,7 +194,8 @@ def _line(label: str, s: Summary) -> str:
 def _globals(g: Globals) -> str:
     return (
         f"GPU η {g.gpu:.3f}, host RAM η {g.peak:.3f} x peak / {g.measured:.3f} x measured, "
-        f"{g.thread_bandwidth / 1e9:.1f} GB/s a thread"
+        f"{g.thread_bandwidth / 1e9:.1f} GB/s a thread, {g.gpu_layer * 1e6:.1f} us a GPU "
+        f"layer, {g.cpu_layer_thread * 1e9:.0f} ns a host layer and thread"
     )
 
 

@@ -70,6 +70,12 @@ def priors(folder: Path) -> tuple[float, float, float | None]:
     return g.gpu, g.peak, g.measured if has_measured else None
 
 
+def constants(folder: Path) -> lomo.Globals:
+    """Every shared constant fitted on FOLDER (model.Constants' gpu_layer,
+    cpu_layer_thread and thread_bandwidth among them)."""
+    return lomo.fit(cases.load_dir(folder))
+
+
 def medians(folder: Path) -> tuple[float, float]:
     """(GPU, host peak): the medians of the per-machine fits (the spread's middle)."""
     records = cases.load_dir(folder)
