@@ -68,18 +68,21 @@ def test_ot_rules_moving_other_tensors_are_tensor_overrides(
     assert [o["device"] for o in overrides] == ["gpu0", "gpu1", "host", "host"]
 
 
-def test_experts_of_a_type_the_build_cannot_multiply_on_a_gpu_are_refused(
+def test_experts_of_a_type_the_build_cannot_multiply_on_a_gpu_are_planned_on_the_host(
     outcomes: list[table.Outcome],
 ) -> None:
     """PR #492's run put iq1_m_r4 down experts on two A6000s with a build that had no
     CUDA kernel for the type (#494 added it, build 3729): ik copied each weight back
     into CUDA_Host's compute buffer and ran it on the CPU (932 MiB logged: 7168 x 2048
-    x 256 iq1_m_r4 = 787.5 MiB, the down output 112, its input 32).  The plan refuses
-    the layout rather than size it; iq1_s_r4 (kernel in build 3726) passes."""
-    reason = {o.id: o.reason for o in outcomes}["ik-deepseek2-pr492-ubergarm-2xa6000-iq1s-r4"]
-    assert reason is not None and reason.startswith("refused by layoutgen: services.s.model:")
-    assert "58 tensor(s)" in reason and "are iq1_m_r4 (blk.3.ffn_down_exps" in reason
-    assert "iq1_s_r4" not in reason
+    x 256 iq1_m_r4 = 787.5 MiB, the down output 112, its input 32).  It started, so it
+    is planned (a warning says it is slow): the host compute buffer holds the largest
+    such weight beside its usual activations."""
+    found = {o.id: o for o in outcomes}["ik-deepseek2-pr492-ubergarm-2xa6000-iq1s-r4"]
+    assert found.reason is None
+    host = next(r for r in found.rows if r.buffer == "CUDA_Host" and r.field == "compute")
+    assert host.error is not None and -0.15 <= host.error <= 0.15, host
+    # without the copied weight the plan held 46 MiB of the 932 logged
+    assert host.planned is not None and host.planned > 787 * 2**20
 
 
 def test_kv_is_exact_for_every_expressible_log(outcomes: list[table.Outcome]) -> None:
@@ -151,6 +154,10 @@ KNOWN_WEIGHTS_OFF = {
     ("ghx-ik-qwen3moe-i398-pt13762104-2xt4-ncopies4", "CUDA0"),
     ("ghx-ik-qwen3moe-i398-pt13762104-2xt4-ncopies4", "CUDA1"),
     ("ghx-ik-qwen3moe-d357-aessedai-cpu-iq6k-rtr", "CPU"),
+    # ubergarm's IQ1_S_R4 R1: types from the log's counts (the recipe is not in the
+    # log); the last GPU's 0.6 % is the output's type, CPU the GGUF splits' mapped spans
+    ("ik-deepseek2-pr492-ubergarm-2xa6000-iq1s-r4", "CPU"),
+    ("ik-deepseek2-pr492-ubergarm-2xa6000-iq1s-r4", "CUDA1"),
     # with mmap a CPU_Mapped buffer is the mapped span of a GGUF split, from its first
     # host tensor to its last, GPU tensors stored between them included; the plan
     # counts the host tensors
