@@ -44,6 +44,26 @@ class DiffFormat(enum.StrEnum):
     json = "json"
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from layoutgen import __version__
+
+        print(f"layoutgen {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """Declarative deployment generator for local LLM inference."""
+
+
 #: issue 31: a pull request's links must not make CI read or write outside the repository
 AllowOutside = Annotated[
     bool,

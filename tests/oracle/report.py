@@ -2,7 +2,7 @@
 
     make oracle-report        (needs `make runtime`)
 
-The same runs as tests/test_oracle.py, as a Markdown table for the README:
+The same runs as tests/test_oracle.py, as a Markdown table for docs/explanation/accuracy.md:
 case, buffer, part, what the plan predicted, what llama.cpp logged, the
 error and the plan's basis (exact / estimated).  ``CPU_Mapped`` rows with
 mmap are the span of the file llama.cpp maps, not a size the plan predicts.

@@ -15,12 +15,13 @@ measures, and per-device totals are taken with the logged weights (the
 plan's weights are exact when the profile comes from the GGUF, as the
 oracle suites show).
 
-``python -m tests.truth.table`` prints the table; ``--readme`` rewrites its
-section in README.md (``make truth-table``).
+``python -m tests.truth.table`` prints the table; ``--docs`` (or its old name
+``--readme``) rewrites its section in docs/explanation/accuracy.md (``make truth-table``).
 """
 
 from __future__ import annotations
 
+import datetime
 import re
 import sys
 import tempfile
@@ -651,6 +652,8 @@ def markdown(outcomes: list[Outcome]) -> str:
 
 
 BEGIN, END = "<!-- truth-table:begin -->", "<!-- truth-table:end -->"
+#: the page that shows the table (it moved out of README.md with the docs site, issue 32)
+DOCS_PAGE = ROOT / "docs" / "explanation" / "accuracy.md"
 
 
 def rewrite_readme(text: str, table: str) -> str:
@@ -667,9 +670,9 @@ def main(argv: list[str]) -> int:
         return 0
     outcomes = evaluate_all()
     table = markdown(outcomes)
-    if "--readme" in argv:
-        readme = ROOT / "README.md"
-        readme.write_text(rewrite_readme(readme.read_text(), table))
+    if "--docs" in argv or "--readme" in argv:
+        page = DOCS_PAGE
+        page.write_text(rewrite_readme(page.read_text(), table))
     sys.stdout.write(table)
     return 0
 
