@@ -41,7 +41,10 @@ class Change:
             gpus_a, gpus_b = a.spec.host.gpus, b.spec.host.gpus
             if i < len(gpus_a) and i < len(gpus_b) and gpus_a[i].id == gpus_b[i].id:
                 gid = gpus_b[i].id
-                da, db = a.plan.device(gid), b.plan.device(gid)
+                da = next((d for d in a.plan.devices if d.id == gid), None)
+                db = next((d for d in b.plan.devices if d.id == gid), None)
+                if da is None or db is None:
+                    return self.text()
                 room_a, room_b = da.capacity - da.reserve, db.capacity - db.reserve
                 if room_a != room_b:
                     word = "smaller" if room_b < room_a else "larger"
