@@ -341,7 +341,9 @@ def _basis(sa: ServicePlan, sb: ServicePlan, dev: str, key: str) -> str:
 
 def _why_weights(sa: ServicePlan, sb: ServicePlan, dev: str) -> str:
     """Why a device's weights are not the sum of the tensors there."""
-    if sb.budget is not None or sa.budget is not None:
+    if (sa.budget is None) != (sb.budget is None):
+        return "another runtime: vLLM budgets its checkpoint's share, not tensors"
+    if sb.budget is not None:
         return "vLLM's share of the checkpoint"
     why = []
     for sp in (sa, sb):

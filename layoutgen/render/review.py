@@ -163,6 +163,8 @@ def _key(key: Any) -> str:
 
 
 def _show(value: Any) -> str:
+    if value is None:
+        return "unset"
     return "[" + ", ".join(str(v) for v in value) + "]" if isinstance(value, list) else str(value)
 
 
