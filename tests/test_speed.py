@@ -106,8 +106,9 @@ def test_efficiency_scales_every_memory() -> None:
 
 
 def test_each_layer_costs_a_gpu_its_launches_and_host_threads_their_barriers() -> None:
-    """Per token: 33 us a layer on a GPU, 7.3 us a layer and thread on the host (the
-    fitted defaults); moving a layer's experts moves its cost too."""
+    """Per token: 33 us a layer on a GPU, 7.3 us a layer and thread on the host (given
+    here; model.Constants holds the fitted ones); moving a layer's experts moves its
+    cost too."""
     m = machine()
     host = replace(m.memory(HOST), threads=16)
     m = replace(m, memories=(host, m.memory("CUDA0")))

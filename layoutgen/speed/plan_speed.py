@@ -74,11 +74,11 @@ from layoutgen.speed.model import (
 #: (a 128-core Xeon) out of the efficiency; leave-one-machine-out figures:
 #: python -m layoutgen.speed.lomo.
 #: Host RAM over a peak (channels x MT/s x 8 or memory_bandwidth).
-PRIOR_EFFICIENCY = 0.52
+PRIOR_EFFICIENCY = 0.55
 #: Host RAM over a measured figure (memory_bandwidth_measured: mlc, STREAM).
-PRIOR_MEASURED_EFFICIENCY = 0.96
+PRIOR_MEASURED_EFFICIENCY = 0.99
 #: GPU memory over its datasheet peak.
-PRIOR_GPU_EFFICIENCY = 0.64
+PRIOR_GPU_EFFICIENCY = 0.70
 
 Basis = Literal["given", "prior"]
 HostFigure = Literal["peak", "measured", "none"]
