@@ -51,11 +51,14 @@ def flash_attn_arg(rs: ResolvedService, rt: Runtime | None = None) -> str | None
 def flash_attn(rs: ResolvedService, rt: Runtime | None = None) -> bool:
     """Whether the server runs with flash attention: the one answer argv and sizing share.
 
-    The user's ``-fa`` decides (``auto`` counts as on: both runtimes enable
+    The service's ``flash_attn:`` decides, else the user's ``-fa`` (``auto`` counts as
+    on: both runtimes enable
     it where the backend supports it, and llama.cpp does for a quantized V
     cache); otherwise layoutgen renders ``-fa on`` with GPUs and ``-fa off``
     on the CPU alone.
     """
+    if rs.service.flash_attn is not None:
+        return rs.service.flash_attn
     value = flash_attn_arg(rs, rt)
     if value is None:
         return bool(rs.gpus)

@@ -291,7 +291,8 @@ def _experts(
     placed = {layer: where.pop() for layer, where in per_layer.items()}
     if all(w == "host" for w in placed.values()):
         return {"mode": "host"}
-    if all(w == layer_gpu.get(layer) for layer, w in placed.items()):
+    # experts where their layers are (a layer -ngl leaves on the CPU: host)
+    if all(w == layer_gpu.get(layer, "host") for layer, w in placed.items()):
         return {"mode": "gpu"}
     by_gpu: dict[str, list[int]] = {}
     for layer, w in sorted(placed.items()):
@@ -356,11 +357,17 @@ def spec_for(
     # flash attention as the record's build spells it: a bare -fa (on; off by default)
     # on ik before 3928, -fa on|off since (the command the run had, build or none)
     args: list[str] = ["-fa", "on" if _fa(s.get("flash_attn")) else "off"]
-    if record.get("runtime") == "ik_llama.cpp":
-        written = flag_table.flash_attn_args(
-            "ik_llama.cpp", ik_build(record), _fa(s.get("flash_attn"))
-        )
-        args = args if written is None else written
+    fa_key: dict[str, bool] = {}
+    on, n = _fa(s.get("flash_attn")), ik_build(record)
+    if record.get("runtime") == "ik_llama.cpp" and n is not None:
+        written = flag_table.flash_attn_args("ik_llama.cpp", n, on)
+        if written is None or (not on and shares):
+            # off where no flag of the build says off (before 3928 none is given;
+            # 3928-3984 -no-fa): layoutgen would render -fa on with GPUs, so the spec
+            # says 'flash_attn: false' and layoutgen writes the build's form
+            args, fa_key = [], {"flash_attn": False}
+        else:
+            args = written
     if record.get("runtime") == "ik_llama.cpp":
         # each flag in the form the record's build reads (the command it ran): -mla a
         # switch before 3575, -amb from 3576, -fmoe before 3928 and -no-fmoe since
@@ -411,6 +418,7 @@ def spec_for(
         "cache_type_v": str(s.get("type_v") or s.get("type_k") or "f16").lower(),
         "experts": dict(experts) if n_gpus else {"mode": "host"},
         "mlock": "--mlock" in flags,
+        **fa_key,
         "args": args,
     }
     if overrides:
