@@ -111,6 +111,23 @@ def test_a_smaller_gpu1_names_why_gpu0_changed_and_no_noop_lines(repo: Path) -> 
     )
 
 
+def test_a_device_whose_tensors_balance_says_so(repo: Path) -> None:
+    """Half worker0's context: grandpa's experts shuffle over both GPUs; gpu1's use is
+    unchanged, and its line says what came and went."""
+    _edit(repo, "ctx: 262144 ", "ctx: 131072 ")
+    result = run_cli(["diff", "--files=none", f"HEAD:{SPEC}", SPEC])
+    assert result.code == 2
+    lines = result.stdout.splitlines()
+    assert (
+        "gpu1: used 96,373 MiB (unchanged): grandpa tensors in 4,088 MiB, out 4,088 MiB"
+    ) in lines
+    assert (
+        "cascade: naughty-worker0's ctx 262144 -> 131072, so grandpa's tensors moved "
+        "(1 gpu0 -> gpu1, 3 gpu1 -> gpu0, 2 host -> gpu1)"
+    ) in lines
+    assert "+++" not in result.stdout  # --files=none: the summary alone
+
+
 def test_a_service_added_says_each_warning_once(repo: Path) -> None:
     _edit(
         repo,

@@ -321,7 +321,23 @@ def _devices(ld: Ledger, a: Plan, b: Plan, add: Add) -> None:
     before = {d.id: d for d in a.devices}
     for dev in [d.id for d in b.devices] + [d for d in before if d not in after]:
         old, new = before.get(dev), after.get(dev)
-        if old is None or new is None or old.used == new.used:
+        if old is None or new is None:
+            continue
+        if old.used == new.used:
+            # unchanged, though tensors came and went: say they balance
+            gross = _gross(ld, dev)
+            if gross:
+                add(
+                    "device",
+                    f"{dev}: used {mib(new.used)} (unchanged): "
+                    + ", ".join(
+                        f"{s} tensors in {mib(i)}, out {mib(o)}" for s, (i, o) in gross.items()
+                    ),
+                    device=dev,
+                    used=[old.used, new.used],
+                    free=[old.free, new.free],
+                    terms=[],
+                )
             continue  # free follows a resize, which its own line says
         terms = [t for t in ld.terms if t.device == dev]
         said = " + ".join(
@@ -353,6 +369,22 @@ def _devices(ld: Ledger, a: Plan, b: Plan, add: Add) -> None:
             ),
             ok=not wrong,
         )
+
+
+def _gross(ld: Ledger, dev: str) -> dict[str, tuple[int, int]]:
+    """Per service, the bytes of tensors that came to ``dev`` and that left it."""
+    out: dict[str, tuple[int, int]] = {}
+    for m in ld.moves:
+        if m.old == m.new:
+            continue
+        i, o = out.get(m.service, (0, 0))
+        if m.new == dev:
+            i += m.in_bytes
+        if m.old == dev:
+            o += m.out_bytes
+        if i or o:
+            out[m.service] = (i, o)
+    return out
 
 
 def _term(what: str) -> str:
