@@ -4,7 +4,8 @@ README.md and every page under docs/ (issue 15: stale examples mislead; issue 32
 every code block on every page that shows a command is run by a test).
 
 A page's blocks run in order, as one reader's session, in a scratch copy of the
-repository (``layouts/``, ``templates/``, ``out/``, a git history with ``origin/main``),
+repository (``layouts/``, ``templates/``, ``out/`` rendered afresh, a git history with
+``origin/main``),
 with the page's fixtures from ``tests/docs_fixtures/PAGE/`` (the import how-to's
 host-only spec and command line, the misspelt spec the commands page shows).  A
 block "shows a command" when it is a ``sh``/``bash``/``console`` block, or a ``text``
@@ -158,6 +159,10 @@ def session(tmp: Path, page: str = "") -> Session:
     for name in ("layouts", "templates", "out"):
         shutil.copytree(ROOT / name, repo / name, symlinks=True)
     shutil.copy(ROOT / ".pre-commit-hooks.yaml", repo)
+    # out/ as this tree renders it: whether the committed out/ is current is
+    # test_render's question; the pages' `render --check` asks it of this copy
+    bindir = Path(sys.executable).parent
+    subprocess.run([str(bindir / "layoutgen"), "render"], cwd=repo, capture_output=True, check=True)
     _git(repo, "init", "-q", "-b", "main")
     _git(repo, "-c", "user.name=docs", "-c", "user.email=docs@invalid", "add", "-A")
     _git(repo, "-c", "user.name=docs", "-c", "user.email=docs@invalid", "commit", "-qm", "docs")
@@ -166,7 +171,6 @@ def session(tmp: Path, page: str = "") -> Session:
     if fixtures is not None and fixtures.is_dir():  # the page's own: tests/docs_fixtures/PAGE/
         shutil.copytree(fixtures, repo, dirs_exist_ok=True)
 
-    bindir = Path(sys.executable).parent
     stubs = tmp / "stubs"
     stubs.mkdir()
     make = shutil.which("make") or "make"

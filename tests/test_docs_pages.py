@@ -117,3 +117,25 @@ def test_the_sections_that_left_readme_are_pages() -> None:
         "Development",
     ]
     assert [h for h in moved if h not in headings] == []
+
+
+def test_the_recipes_pin_this_release() -> None:
+    """The pre-commit and CI recipes name the tag of the version this tree is
+    (v<layoutgen.__version__>, a tag each release creates): a rev that exists."""
+    import layoutgen
+
+    tag = f"v{layoutgen.__version__}"
+    recipes = {
+        p: p.read_text(encoding="utf-8")
+        for p in (
+            ROOT / "docs" / "how-to" / "pre-commit.md",
+            ROOT / "docs" / "how-to" / "git-ops.md",
+        )
+    }
+    pins = [
+        (p.name, m)
+        for p, text in recipes.items()
+        for m in re.findall(r"(?:rev: |\.git@)(v\d+\.\d+\.\d+)", text)
+    ]
+    assert len(pins) >= 2
+    assert [pin for pin in pins if pin[1] != tag] == []

@@ -12,7 +12,8 @@ when a page is not what this prints.)  What is generated:
   ``spec-keys`` (every key of the spec, its type and its description, from the
   pydantic schema), ``cli-help`` (each command's ``--help``), ``rules-ik`` and
   ``rules-llama`` (each runtime's dated rules), ``flag-tables`` (the builds each
-  runtime's flag table was read from).
+  runtime's flag table was read from), ``input-limits`` (the bounds on
+  what layoutgen reads, from the constants that enforce them).
 """
 
 from __future__ import annotations
@@ -165,12 +166,119 @@ def flag_tables() -> str:
     return "\n".join(out) + "\n"
 
 
+# --- input limits ------------------------------------------------------------------------
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("PiB", 1 << 50), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size:,} {unit}"
+    return f"{n:,} bytes"
+
+
+def _count(n: int) -> str:
+    return f"2^{n.bit_length()} - 1" if n > 1 << 40 and (n + 1) & n == 0 else f"{n:,}"
+
+
+#: (what is bounded, module candidates, constant, how to show it)
+LIMITS: tuple[tuple[str, tuple[str, ...], str, Callable[[int], str]], ...] = (
+    (
+        "a spec file",
+        ("layoutgen.inputs.yamlbounds", "layoutgen.spec.yamlbounds"),
+        "MAX_SPEC_BYTES",
+        _bytes,
+    ),
+    (
+        "a model profile file",
+        ("layoutgen.inputs.yamlbounds", "layoutgen.spec.yamlbounds"),
+        "MAX_PROFILE_BYTES",
+        _bytes,
+    ),
+    (
+        "values in one YAML file",
+        ("layoutgen.inputs.yamlbounds", "layoutgen.spec.yamlbounds"),
+        "MAX_NODES",
+        _count,
+    ),
+    (
+        "YAML nesting depth",
+        ("layoutgen.inputs.yamlbounds", "layoutgen.spec.yamlbounds"),
+        "MAX_DEPTH",
+        _count,
+    ),
+    (
+        "values aliases copy, in all",
+        ("layoutgen.inputs.yamlbounds", "layoutgen.spec.yamlbounds"),
+        "MAX_ALIAS_NODES",
+        _count,
+    ),
+    ("an integer", ("layoutgen.inputs.yamlbounds", "layoutgen.spec.yamlbounds"), "MAX_INT", _count),
+    ("a size", ("layoutgen.inputs.sizes", "layoutgen.spec.sizes"), "MAX_SIZE", _bytes),
+    (
+        "a string in a spec (characters)",
+        ("layoutgen.inputs.literals", "layoutgen.spec.literals"),
+        "MAX_TEXT",
+        _count,
+    ),
+    (
+        "a path (characters)",
+        ("layoutgen.inputs.literals", "layoutgen.spec.literals"),
+        "MAX_PATH",
+        _count,
+    ),
+    (
+        "a `tensor_overrides` pattern, counts written out (characters)",
+        ("layoutgen.inputs.patterns", "layoutgen.spec.patterns"),
+        "MAX_POSITIONS",
+        _count,
+    ),
+    (
+        "groups nested in a pattern",
+        ("layoutgen.inputs.patterns", "layoutgen.spec.patterns"),
+        "MAX_DEPTH",
+        _count,
+    ),
+    (
+        "a count `{m,n}` in a pattern",
+        ("layoutgen.inputs.patterns", "layoutgen.spec.patterns"),
+        "MAX_COUNT",
+        _count,
+    ),
+    ("a layer number in a spec", ("layoutgen.spec.schema",), "MAX_LAYER", _count),
+    ("a context in tokens", ("layoutgen.spec.schema",), "MAX_TOKENS", _count),
+    ("threads", ("layoutgen.spec.schema",), "MAX_THREADS", _count),
+    ("layers of a model profile", ("layoutgen.models.profile",), "MAX_LAYERS", _count),
+    ("tensors of a model profile (unfolded)", ("layoutgen.models.profile",), "MAX_TENSORS", _count),
+    (
+        "a safetensors header (bytes)",
+        ("layoutgen.models.safetensors_header",),
+        "MAX_HEADER",
+        _count,
+    ),
+    (
+        "dimensions of a safetensors tensor",
+        ("layoutgen.models.safetensors_header",),
+        "MAX_DIMS",
+        _count,
+    ),
+)
+
+
+def input_limits() -> str:
+    out = ["| what | at most | constant |", "|---|---|---|"]
+    for what, modules, name, show in LIMITS:
+        m = _module(*modules)
+        out.append(f"| {what} | {show(getattr(m, name))} | `{m.__name__}.{name}` |")
+    return "\n".join(out) + "\n"
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "spec-keys": spec_keys,
     "cli-help": cli_help,
     "rules-ik": rules_ik,
     "rules-llama": rules_llama,
     "flag-tables": flag_tables,
+    "input-limits": input_limits,
 }
 MARK = re.compile(r"(<!-- generated:([a-z-]+) -->\n)(.*?)(<!-- /generated:\2 -->)", re.S)
 
