@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from layoutgen.errors import Problem
+from layoutgen.errors import Problem, Severity
 from layoutgen.models.profile import Profile
 from layoutgen.runtimes import vllm_memory as vm
 from layoutgen.runtimes.vllm import Budget, Vllm, plan_budget, vllm_model
@@ -268,6 +268,39 @@ def service_plan(
         layer_buffer={},
         budget=plan,
     )
+
+
+def interconnect_notes(spec: Spec, services: Sequence[ResolvedService]) -> list[Problem]:
+    """A warning for each tensor-parallel vLLM service planned with NVLink's NCCL
+    buffers only because nothing says its GPUs lack NVLink (vm.nvlink_between): the
+    larger figure is the safe one, and the user can free the difference."""
+    names_of = {g.id: g.name for g in spec.host.gpus}
+    out = []
+    for rs in services:
+        runtime = spec.runtimes.get(rs.service.runtime)
+        if runtime is None or runtime.kind != "vllm" or len(rs.gpus) < 2:
+            continue
+        names = [names_of.get(g) for g in rs.gpus]
+        if vm.nvlink_between(dict(rs.service.env), names) is not None:
+            continue
+        gap = _mib(vm.NON_TORCH_TP - vm.NON_TORCH_TP_PCIE)
+        why = (
+            "its GPUs have no 'name:' in host.gpus (probe writes them)"
+            if not all(names)
+            else "whether these cards are bridged is not known"
+        )
+        out.append(
+            Problem(
+                ("services", rs.name, "gpus"),
+                f"services.{rs.name}: tensor parallel planned with NVLink's NCCL buffers "
+                f"({_mib(vm.NON_TORCH_TP)} a GPU), as {why}; over PCIe NCCL takes "
+                f"{_mib(vm.NON_TORCH_TP_PCIE)}: name cards without NVLink (GeForce RTX 40/50, "
+                "L4, L40S, ...), or set NCCL_P2P_DISABLE=1 in 'env:' where they are not "
+                f"bridged, and {gap} a GPU goes to the KV cache",
+                Severity.WARNING,
+            )
+        )
+    return out
 
 
 def start_checks(
