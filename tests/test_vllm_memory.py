@@ -470,7 +470,7 @@ def test_cudagraph_estimate_is_never_below_a_logged_capture(path: Path) -> None:
     estimate = cudagraph_estimate(model_of(record), service_of(record))
     miss = record.get("known_misses", {}).get("cudagraph")
     if miss is not None and miss.startswith("under"):
-        # a capture the estimate does not reach, kept and said so (README, vLLM plan):
+        # a capture the estimate does not reach, kept and said so (docs/how-to/vllm.md):
         # when the model covers it, the note must go
         assert estimate < logged, "the estimate now covers it: drop known_misses.cudagraph"
         return
