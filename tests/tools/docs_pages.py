@@ -48,11 +48,11 @@ def _type(prop: dict[str, Any]) -> str:
     if "$ref" in prop:
         return prop["$ref"].rsplit("/", 1)[1]
     if "anyOf" in prop:
-        return " \\| ".join(_type(p) for p in prop["anyOf"])
+        return " | ".join(_type(p) for p in prop["anyOf"])
     if "oneOf" in prop:
-        return " \\| ".join(_type(p) for p in prop["oneOf"])
+        return " | ".join(_type(p) for p in prop["oneOf"])
     if "enum" in prop:
-        return " \\| ".join(f"`{v}`" for v in prop["enum"])
+        return " | ".join(f"`{v}`" for v in prop["enum"])
     if "const" in prop:
         return f"`{prop['const']}`"
     t = prop.get("type", "any")
