@@ -32,27 +32,25 @@ def test_the_table_has_what_the_issue_asks() -> None:
     assert kinds == {"cpu", "gpu", "hybrid"}
 
 
-def test_a_machine_is_predicted_from_the_others_only() -> None:
-    """The fold of a machine never reads its records: moving its measured figures does
-    not move its predictions, while fitting on it would."""
-    records = lomo.load((DATA,))
+@pytest.fixture(scope="module")
+def lomo_run() -> tuple[list[cases.Record], list[lomo.Row], dict[str, lomo.Globals]]:
+    records = lomo.load(FOLDERS)
+    rows, fitted = lomo.leave_one_machine_out(records)
+    return records, rows, fitted
+
+
+def test_a_machine_is_predicted_from_the_others_only(
+    lomo_run: tuple[list[cases.Record], list[lomo.Row], dict[str, lomo.Globals]],
+) -> None:
+    """A machine's fold is fitted on every other machine, and its rows are those
+    constants' predictions; fitting on all machines would give other constants."""
+    records, rows, fitted = lomo_run
     name = "slaren-13900k"
     others = [r for r in records if r.machine.name != name]
-    mine = [r for r in records if r.machine.name == name]
-    rows, fitted = lomo.leave_one_machine_out(records)
     assert fitted[name] == lomo.fit(others)
-    doubled = [
-        replace(
-            r,
-            measurements=tuple(replace(x, measured_tps=2 * x.measured_tps) for x in r.measurements),
-        )
-        for r in mine
-    ]
-    rows2, _ = lomo.leave_one_machine_out(others + doubled)
-    before = {(r.record, r.result): r.predicted for r in rows if r.machine == name}
-    after = {(r.record, r.result): r.predicted for r in rows2 if r.machine == name}
-    assert before == pytest.approx(after)
-    assert lomo.fit(others + doubled) != lomo.fit(records)
+    mine = [row for r in records if r.machine.name == name for row in lomo.predict(r, fitted[name])]
+    assert [r for r in rows if r.machine == name] == mine
+    assert lomo.fit(records) != fitted[name]
 
 
 def test_fit_recovers_known_constants() -> None:
@@ -87,14 +85,17 @@ def test_records_marked_cannot_see_are_predicted_not_fitted() -> None:
     assert lomo.fit(records) == lomo.fit(seen)
 
 
-def test_summary_figures() -> None:
-    rows, _ = lomo.leave_one_machine_out(lomo.load(FOLDERS))
+def test_summary_figures(
+    lomo_run: tuple[list[cases.Record], list[lomo.Row], dict[str, lomo.Globals]],
+) -> None:
+    _, rows, _ = lomo_run
     s = lomo.summary(rows)
     errors = sorted(abs(r.error) for r in rows)
     assert s.within_15 == sum(e <= 0.15 for e in errors) / len(errors)
     assert all(math.isfinite(r.predicted) and r.predicted > 0 for r in rows)  # none refused
-    # measured 2026-11-28 (README's accuracy table): a regression guard, not the target
-    assert s.median_abs < 0.35
+    # measured 2026-11-28 (the docs' accuracy table: 18.6 %, 37 % within 15 %): a
+    # regression guard, not the target (70 % within 15 %, median 10 %)
+    assert s.median_abs < 0.22 and s.within_15 > 0.3
 
 
 def test_a_result_may_give_its_own_thread_count_and_threads_cap_host_bandwidth() -> None:
@@ -121,3 +122,14 @@ def test_ngl_puts_the_last_layers_on_the_gpu() -> None:
     on_gpu = sorted({c.layer for c in w.chunks if c.device == "CUDA0"})
     assert on_gpu == list(range(53, 61))  # -ngl 8 of 61 layers, experts with them
     assert {c.device for c in w.chunks if c.layer < 53} == {model.HOST}
+
+
+def test_the_markdown_table_has_a_row_a_machine_and_the_summary() -> None:
+    text = lomo.markdown(FOLDERS)
+    records = lomo.load(FOLDERS)
+    machines = lomo.by_machine(records)
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) == len(machines) + 1  # the header
+    assert all(f"| {name} |" in text for name in machines)
+    assert "| seed001-epyc9175f | hybrid | 5 |" in text
+    assert f"{sum(len(r.measurements) for r in records)} results on {len(machines)}" in text

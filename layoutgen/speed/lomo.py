@@ -9,7 +9,8 @@ never one constant per record or per machine.  :func:`table` then predicts each 
 with the constants fitted on all the *other* machines: the figure a user gets on a
 machine the model never saw, with the hardware as its owner wrote it.
 
-``make speed-table`` prints it over ``tests/speed_data`` and ``tests/speed_data/heldout``.
+``make speed-table`` prints it over ``tests/speed_data`` and ``tests/speed_data/heldout``;
+``--markdown`` prints the per-machine table the docs carry.
 """
 
 from __future__ import annotations
@@ -226,7 +227,44 @@ def table(folders: Sequence[Path] = FOLDERS) -> str:
     return "\n".join(lines) + "\n"
 
 
+def markdown(folders: Sequence[Path] = FOLDERS) -> str:
+    """The accuracy table for the docs: one row a machine (held out in turn), then the
+    summary; every figure from :func:`leave_one_machine_out`."""
+    records = load(folders)
+    rows, _ = leave_one_machine_out(records)
+    kinds: dict[str, set[str]] = {}
+    for rec in records:
+        kind = "CPU only" if not rec.machine.gpus else "full GPU"
+        if rec.machine.gpus and rec.host_reads:
+            kind = "hybrid"
+        kinds.setdefault(rec.machine.name, set()).add(kind)
+    lines = [
+        "| machine (held out) | kind | results | median error | worst |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for name in sorted(by_machine(records)):
+        errs = [r.error for r in rows if r.machine == name]
+        worst = max(errs, key=abs)
+        lines.append(
+            f"| {name} | {', '.join(sorted(kinds[name]))} | {len(errs)} | "
+            f"{100 * statistics.median(errs):+.0f} % | {100 * worst:+.0f} % |"
+        )
+    s = summary(rows)
+    lines += [
+        "",
+        f"{s.results} results on {s.machines} machines, each predicted with the constants "
+        "fitted on the other machines: median \\|error\\| "
+        f"{100 * s.median_abs:.1f} %, "
+        f"{100 * s.within_15:.0f} % within 15 %, {100 * s.within_30:.0f} % within 30 %, "
+        f"signed median {100 * s.median_signed:+.1f} % (`make speed-table`).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--markdown"]:
+        sys.stdout.write(markdown(tuple(Path(a) for a in argv[1:]) or FOLDERS))
+        return 0
     folders = tuple(Path(a) for a in argv) or FOLDERS
     sys.stdout.write(table(folders))
     return 0
