@@ -70,13 +70,13 @@ bench: $(STAMP)
 
 # The oracle suite's accuracy table (plan vs what llama.cpp logs), for docs/explanation/accuracy.md.
 oracle-report: $(STAMP) runtime
-	$(BIN)/python -m tests.oracle.report
+	$(BIN)/python -m tests.oracle.report --docs
 
 # The truth table over public start-up logs (tests/truth), into docs/explanation/accuracy.md.
 truth-table: $(STAMP)
 	$(BIN)/python -m tests.truth.table --docs > /dev/null
 
-# The decode-speed truth table, leave-one-machine-out (tests/speed_data), for the README.
+# The decode-speed truth table, leave-one-machine-out (tests/speed_data), for docs/explanation/speed.md.
 speed-table: $(STAMP)
 	$(BIN)/python -m layoutgen.speed.lomo
 
