@@ -5,12 +5,15 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: render test lint typecheck bench schema clean tools runtime oracle-report truth-table fuzz injection kills sweeps
+.PHONY: render test docs docs-pages lint typecheck bench schema clean tools runtime oracle-report truth-table speed-table fuzz injection kills sweeps
 
+# setuptools' editable install warns that a folder named like a package could shadow
+# it (templates/ is installed as layoutgen_templates): a notice about how editable
+# installs work, not about this project, so make render's first screen skips it.
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
 # The main job on the bundled example layouts.
@@ -38,8 +41,18 @@ tools:
 runtime: $(STAMP)
 	PIP=$(BIN)/pip bash tests/tools/build_llama.sh
 
-test: $(STAMP) lint typecheck tools runtime
+test: $(STAMP) lint typecheck tools runtime docs
 	$(BIN)/pytest -q
+
+# The documentation site (docs/, mkdocs.yml) into build/site: the generated parts of
+# the pages first (tests/tools/docs_pages.py: README's copy, the changelog, spec keys,
+# CLI help, rule and flag tables), then mkdocs-material with --strict (a broken link or
+# anchor fails). tests/test_docs_pages.py fails when a generated part is stale.
+docs: $(STAMP) docs-pages
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
+docs-pages: $(STAMP)
+	$(BIN)/python -m tests.tools.docs_pages
 
 # The long hostile-input sweeps (issue 12), each outside CI's time budget;
 # `make test` runs a small seeded sample of each.
@@ -57,16 +70,20 @@ sweeps: fuzz injection kills
 bench: $(STAMP)
 	$(BIN)/python tests/bench/run.py
 
-# The oracle suite's accuracy table (plan vs what llama.cpp logs), for the README.
+# The oracle suite's accuracy table (plan vs what llama.cpp logs), for docs/explanation/accuracy.md.
 oracle-report: $(STAMP) runtime
-	$(BIN)/python -m tests.oracle.report
+	$(BIN)/python -m tests.oracle.report --docs
 
-# The truth table over public start-up logs (tests/truth), into README.md.
+# The truth table over public start-up logs (tests/truth), into docs/explanation/accuracy.md.
 truth-table: $(STAMP)
-	$(BIN)/python -m tests.truth.table --readme > /dev/null
+	$(BIN)/python -m tests.truth.table --docs > /dev/null
+
+# The decode-speed truth table, leave-one-machine-out (tests/speed_data), for docs/explanation/speed.md.
+speed-table: $(STAMP)
+	$(BIN)/python -m layoutgen.speed.lomo
 
 schema: $(STAMP)
 	$(BIN)/layoutgen schema > layouts/schema/spec.schema.json
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache build/site

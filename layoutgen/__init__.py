@@ -5,4 +5,6 @@ solved into a resident layout and rendered into podman/quadlet/systemd
 artifacts.  Stages are pure functions; I/O happens only at the ends.
 """
 
-__version__ = "0.1.0"
+#: the one place the version is written: pyproject.toml reads it, `layoutgen --version`
+#: prints it, and each release is the git tag v<this> (CHANGELOG.md)
+__version__ = "0.2.0"

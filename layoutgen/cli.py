@@ -44,6 +44,26 @@ class DiffFormat(enum.StrEnum):
     json = "json"
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from layoutgen import __version__
+
+        print(f"layoutgen {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="print the version and exit"
+        ),
+    ] = False,
+) -> None:
+    """Declarative deployment generator for local LLM inference."""
+
+
 #: issue 31: a pull request's links must not make CI read or write outside the repository
 AllowOutside = Annotated[
     bool,
@@ -181,7 +201,7 @@ def plan(
     _allow_outside(allow_outside)
     from layoutgen.errors import Severity
     from layoutgen.render.validate import validate_files
-    from layoutgen.solve.plan import to_json, to_text
+    from layoutgen.solve.plan import to_json
 
     (result,) = validate_files([(spec, str(spec))])
     if result.validated is None:
@@ -200,7 +220,9 @@ def plan(
         warned = [d.message for d in result.diagnostics if d.severity is Severity.WARNING]
         print(to_json(planned, warned), end="")
     else:
-        print(to_text(planned), end="")
+        from layoutgen.render.plantext import plan_text
+
+        print(plan_text(result.validated, planned), end="")
 
 
 @app.command()
@@ -416,6 +438,14 @@ def diff(
     fmt: Annotated[
         DiffFormat, typer.Option("--format", help="text: summary and diffs; json: the summary")
     ] = DiffFormat.text,
+    files_mode: Annotated[
+        str,
+        typer.Option(
+            "--files",
+            help="file diffs after the summary: summary (plan.json by key path), units "
+            "(only podman/, quadlet/, systemd/), full, none",
+        ),
+    ] = "summary",
     allow_outside: AllowOutside = False,
 ) -> None:
     """Compare two versions of a layout: semantic summary, then file diffs. Exit 2 if changed."""
@@ -437,28 +467,34 @@ def diff(
     # each side under its own name as a render would write it (REV:path -> path): the
     # same spec at two revisions compares equal, two specs keep their own headers
     a, b = d.renamed(a, d.display_name(old)), d.renamed(b, d.display_name(new))
+    if files_mode not in d.FILE_MODES:
+        print(
+            f"error: --files {files_mode}: write one of {', '.join(d.FILE_MODES)}", file=sys.stderr
+        )
+        raise typer.Exit(2)
     summary = d.summarise(a, b)
-    files = d.file_diff(a, b)
+    compared = d.compare_files(a, b)
+    is_changed = d.changed(summary) or bool(compared.changed)
     if fmt == "json":
         doc = {
             "schema": 1,
             "old": old,
             "new": new,
+            "changed": is_changed,
             "changes": summary,
-            "files": sorted(
-                p for p in set(a.files) | set(b.files) if a.files.get(p) != b.files.get(p)
-            ),
+            "files": sorted(compared.changed),
         }
         print(json.dumps(doc, indent=2, sort_keys=True))
     else:
+        files = d.file_diff(a, b, files_mode)
         for change in summary:
             print(change["text"])
         if files:
             print("" if not summary else "\n", end="")
             print(files, end="")
-        if not summary and not files:
+        if not is_changed:
             print("no changes", file=sys.stderr)
-    raise typer.Exit(2 if summary or files else 0)
+    raise typer.Exit(2 if is_changed else 0)
 
 
 @app.command()

@@ -72,7 +72,7 @@ def test_n_cpu_moe_is_planned_both_ways_when_the_build_is_unknown() -> None:
     # from 4196, the first ik build that loads glm-dsa: older builds run no GLM-5.1
     assert "builds 4196-4796: experts gpu1 64-77" in said, said
     assert "builds from 4797: experts gpu1 3-13" in said, said
-    assert "planned for builds from 4196 (the first that loads its models)" in said, said
+    assert "planned for builds from 4196 (those that load its models and read" in said, said
     epochs = plan.runtimes["ik_llama"]["epochs"]
     assert isinstance(epochs, list) and len(epochs) >= 2
     gpu1 = plan.device("gpu1").used
@@ -261,3 +261,55 @@ def test_reused_service_plans_are_what_each_build_plans_alone() -> None:
             fit=False,
         )
         assert {d.id: d.used for d in alone.devices if d.used} == e["devices"], e["builds"]
+
+
+def test_the_flags_as_written_bound_the_builds() -> None:
+    """A flag's form is the build's: ik read -fa bare until 3927 and a value from 3985,
+    -fmoe only 3571-3927, -no-fmoe from 3928 (ik's parser at every commit), so an
+    unknown build is one of those that read the command; flags no build reads
+    together bound nothing (validate refuses them: test_flags)."""
+    from layoutgen.spec.flags import build_range
+
+    ik = "ik_llama.cpp"
+    assert build_range(ik, ["-fa"]) == (2771, 3927)
+    assert build_range(ik, ["-fa", "--jinja"]) == (3835, 3927)  # --jinja came in 3835
+    assert build_range(ik, ["-fa", "on", "--jinja"]) == (3985, None)
+    assert build_range(ik, ["-fmoe"]) == (3571, 3927)
+    assert build_range(ik, ["-no-fmoe", "-amb", "512"]) == (3928, None)
+    assert build_range(ik, ["-fa", "-no-fmoe"]) is None
+    assert build_range("llama.cpp", ["-fa"]) == (None, None)  # sampled: none exactly
+
+    class Fake(Runtime):
+        KIND = "fake"
+        RULES = (
+            rule("t-a", 3000, "2025-01-02", "test", "a"),
+            rule("t-b", 3950, "2025-01-03", "test", "b"),
+        )
+
+    rt = Fake()
+    asked = set(rt.RULES)
+    # a ceiling ends the last epoch, which is then solved at its own first build
+    assert builds.epochs(rt, asked, 2771, 3927) == [
+        builds.Epoch(2771, 2999),
+        builds.Epoch(3000, 3927),
+    ]
+    assert [e.build for e in builds.epochs(rt, asked, 2771, 3927)] == [2771, 3000]
+    assert builds.epochs(rt, asked, 3985, None) == [builds.Epoch(3985, None)]
+
+
+def test_a_bare_fa_with_a_model_newer_builds_load_is_refused(tmp_path: Path) -> None:
+    """GLM-5.1 loads from ik 4196; a bare -fa is read only up to 3927: no build runs
+    the service as written, and the refusal says what to write."""
+    v = _example("glm51-3-cpu-moe-1gpu.yaml")
+    spec = _unversioned(v.spec)
+    # flags of builds 3576-3927 (-mla with a value from 3575, -amb from 3576)
+    args = ["-fa", "-mla", "3", "-amb", "512"]
+    svc = {n: s.model_copy(update={"args": args}) for n, s in spec.services.items()}
+    from layoutgen.spec.roles import resolve
+
+    spec = spec.model_copy(update={"services": svc})
+    with pytest.raises(DoesNotFit) as caught:
+        solve(spec, resolve(spec), v.profiles, "bare-fa", one_argv=False)
+    said = " ".join(p.message for p in caught.value.problems)
+    assert "no build runs these services" in said, said
+    assert "build 4196 or newer" in said and "only up to build 3927" in said, said

@@ -1,4 +1,4 @@
-"""The validate and schema commands: output forms and exit codes (README §Exit codes)."""
+"""The validate and schema commands: output forms and exit codes (docs/reference/cli.md)."""
 
 from __future__ import annotations
 

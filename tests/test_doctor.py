@@ -332,12 +332,83 @@ def test_memlock_below_what_a_service_pins(v: Validated) -> None:
         sockets=listen(("127.0.0.1", 8001)),
         memlock=64 * 1024,
     )
-    assert lines(v, live) == [
+    assert lines(v, live) == [  # not known who runs it
         "spec.yaml:36:12: warning: services.grandpa: pins 311 MiB of host memory (--mlock), "
         "but this user's memlock limit is 64 KiB (hard RLIMIT_MEMLOCK): a rootless "
-        "service cannot raise it to the unlimited its unit asks for; run it rootful, or set "
-        "memlock unlimited in /etc/security/limits.conf"
+        "service cannot raise it to the unlimited its unit asks for; run it rootful (as "
+        "root), or set memlock unlimited for this user in /etc/security/limits.conf"
     ]
+    # issue 36: a run that is not as root says it is rootless ...
+    assert lines(v, dataclasses.replace(live, rootful=False)) == [
+        "spec.yaml:36:12: warning: services.grandpa: pins 311 MiB of host memory (--mlock), "
+        "but this user's memlock limit is 64 KiB (hard RLIMIT_MEMLOCK) and doctor runs "
+        "rootless (not as root): a rootless service cannot raise it to the unlimited its unit "
+        "asks for; run it rootful (as root), or set memlock unlimited for this user in "
+        "/etc/security/limits.conf"
+    ]
+    # ... and a root run is rootful: root raises its own limit, as the unit asks
+    assert lines(v, dataclasses.replace(live, rootful=True)) == []
+
+
+# ------------------------------------------------------ host name, cores, threads
+
+
+def test_a_host_with_another_name_cores_or_threads_is_named(v: Validated) -> None:
+    """Issue 36: doctor compares the host's name, cores and threads with the spec's."""
+    assert lines(v, dataclasses.replace(healthy(), hostname="compute.home.arpa")) == []
+    live = dataclasses.replace(
+        healthy(),
+        hostname="tower",
+        hostname_how="/proc/sys/kernel/hostname",
+        cpu_cores=8,
+        cpu_cores_how="/proc/cpuinfo (unique physical id, core id pairs)",
+        cpu_threads=32,
+        cpu_threads_how="/sys/devices/system/cpu/online: 0-31",
+    )
+    assert lines(v, live) == [
+        "spec.yaml:2:9: warning: host.name: this host is tower (/proc/sys/kernel/hostname), "
+        "the spec is for compute: run doctor on compute, or give this host's spec (name: tower)",
+        "spec.yaml:3:16: warning: host.cpu.cores: the spec says 16, this host has 8 "
+        "(/proc/cpuinfo (unique physical id, core id pairs)): the services' threads are "
+        "checked against the spec's; write cores: 8 (layoutgen probe reads it)",
+    ]
+    threads = dataclasses.replace(healthy(), cpu_threads=16, cpu_threads_how="/proc/cpuinfo")
+    (line,) = lines(v, threads)
+    assert line.startswith("spec.yaml:3:29: warning: host.cpu.threads: the spec says 32, ")
+
+
+def test_gather_reads_the_name_and_cpu_under_root_and_who_runs(
+    v: Validated, tmp_path: Path
+) -> None:
+    root = tmp_path / "root"
+    fake_proc(root)
+    (root / "proc/sys/kernel").mkdir(parents=True)
+    (root / "proc/sys/kernel/hostname").write_text("tower\n")
+    (root / "proc/cpuinfo").write_text(
+        "".join(f"processor\t: {i}\nphysical id\t: 0\ncore id\t: {i % 4}\n\n" for i in range(8))
+    )
+
+    def gather(uid: int) -> LiveHost:
+        return doctor.gather(
+            v,
+            nvml(gpu0(XORG, GRANDPA0, WORKER0), gpu1(GRANDPA1)),
+            out=tmp_path / "out",
+            root=root,
+            install_dirs=[],
+            read_memlock=lambda: hostfacts.Memlock(None, None, ""),
+            read_podman=lambda: hostfacts.PodmanFacts("5.4.2", "podman version 5.4.2", ""),
+            unit_states=lambda units: {},
+            euid=lambda: uid,
+        )
+
+    live = gather(1000)
+    assert (live.hostname, live.cpu_cores, live.cpu_threads) == ("tower", 4, 8)
+    assert live.rootful is False and gather(0).rootful is True
+    checks = {f.check for f in findings.diagnose(v, live)}
+    assert {"host", "cpu"} <= checks
+    # a root without /proc/sys/kernel/hostname is not this machine's name
+    (root / "proc/sys/kernel/hostname").unlink()
+    assert gather(0).hostname is None
 
 
 def test_memlock_unlimited_or_large_enough_is_fine(v: Validated) -> None:

@@ -9,7 +9,7 @@ token), links in ``out/`` (the lock, a generated file, a directory, out/
 itself), a ``templates/`` directory reaching for Python internals, and
 ``diff`` arguments git would read as options or paths leaving the repository.
 
-Then it runs what README's "In git: pre-commit and CI recipes" section gives:
+Then it runs what the docs' pre-commit and CI recipes give (docs/how-to/pre-commit.md, git-ops.md):
 the pre-commit hooks through the real ``pre-commit`` tool (as
 tests/test_precommit.py does), ``layoutgen validate``, ``render --check`` and
 the ``diff`` loop; plus ``render --templates``.  Each command must end (a
@@ -174,7 +174,7 @@ def test_the_ci_recipes_survive_a_hostile_pull_request(
     OUT_HAZARDS[hazard](pr.path, outside)
     _commit_all(pr.path, pr.env, f"link in out/: {hazard}")
 
-    # pre-commit's hooks, as README configures them
+    # pre-commit's hooks, as docs/how-to/pre-commit.md configures them
     hooks = _run(pr, sys.executable, "-m", "pre_commit", "run", "--all-files", "--verbose")
     assert hooks.returncode == 1, hooks.stdout  # the pull request fails its checks
     # the bomb is refused at its line, not run
@@ -205,7 +205,7 @@ def test_the_ci_recipes_survive_a_hostile_pull_request(
     assert templated.returncode == 1
     _untouched(pr)
 
-    # README's diff loop over every spec, then arguments git would misread
+    # the diff loop of docs/how-to/git-ops.md over every spec, then arguments git would misread
     for spec in specs:
         base = f"origin/main:{spec}"
         exists = subprocess.run(["git", "cat-file", "-e", base], cwd=pr.path, env=pr.env)

@@ -3,7 +3,7 @@
 Two services that each fit a GPU alone but not together race for its memory
 only when they run at the same time.  The refusal names the other service and
 suggests making them alternatives (``conflicts:`` on one, ``default: true``
-on the one that boots; README "Alternatives"), never ``ctx: 0`` (the model's
+on the one that boots; docs/reference/spec.md "Alternatives"), never ``ctx: 0`` (the model's
 trained context: longer, not shorter).  Following the suggestion validates.
 """
 

@@ -25,14 +25,18 @@ NO_CPU = DENSE.replace(", model: EPYC 9175F", "")
 WEIGHTS = 2 * (4 * 1024 * 1024 * 2 + 3 * 1024 * 4096 * 2 + 2 * 1024 * 4) + 1024 * 4
 WEIGHTS += 1024 * 1000 * 2
 KV = 2 * 2 * 8 * 128 * 2  # f16 K and V, 8 heads x 128, 2 layers, per context token
+#: per token: 0.5 ms, and per layer computed (2 + the output layer) 7.7 us a host
+#: thread (8 threads: wake-ups and barriers) or 56 us a GPU (launches)
+HOST_FIXED = 0.5e-3 + 3 * 8 * 7.7e-6
+GPU_FIXED = 0.5e-3 + 3 * 56e-6
 
 
 def test_a_measured_bandwidth_is_taken_as_measured(tmp_path: Path) -> None:
     text = NO_CPU.replace("  ram: 64GiB\n", "  ram: 64GiB\n  memory_bandwidth_measured: 60GB/s\n")
     s = _speed(_write(tmp_path, text), "lane")
     assert s.host_figure == "measured" and s.efficiency_basis == "prior"
-    assert s.efficiency == plan_speed.PRIOR_MEASURED_EFFICIENCY == 0.70
-    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.70 * 60e9) + 0.5e-3)
+    assert s.efficiency == plan_speed.PRIOR_MEASURED_EFFICIENCY == 0.99
+    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.99 * 60e9) + HOST_FIXED)
     # the same figure written as a peak gets the peak's prior: a measured figure is not
     # scaled as if it were a datasheet peak
     peak = _speed(
@@ -41,12 +45,12 @@ def test_a_measured_bandwidth_is_taken_as_measured(tmp_path: Path) -> None:
     )
     assert peak.host_figure == "peak" and peak.efficiency == plan_speed.PRIOR_EFFICIENCY
     assert s.decode_tps / peak.decode_tps == pytest.approx(
-        (WEIGHTS / (0.38 * 60e9) + 0.5e-3) / (WEIGHTS / (0.70 * 60e9) + 0.5e-3)
+        (WEIGHTS / (0.55 * 60e9) + HOST_FIXED) / (WEIGHTS / (0.99 * 60e9) + HOST_FIXED)
     )
     plan = validate_file(_write(tmp_path, text, "m.yaml")).plan
-    assert "(host RAM η 0.7 prior x measured)" in to_text(plan)
+    assert "(host RAM η 0.99 prior x measured)" in to_text(plan)
     doc = json.loads(to_json(plan))["services"]["lane"]["speed"]
-    assert doc["host_figure"] == "measured" and doc["efficiency"] == 0.7
+    assert doc["host_figure"] == "measured" and doc["efficiency"] == 0.99
 
 
 def test_a_written_efficiency_scales_the_measured_figure(tmp_path: Path) -> None:
@@ -55,7 +59,7 @@ def test_a_written_efficiency_scales_the_measured_figure(tmp_path: Path) -> None
     )
     s = _speed(_write(tmp_path, text), "lane")
     assert (s.efficiency, s.efficiency_basis, s.host_figure) == (0.9, "given", "measured")
-    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.9 * 60e9) + 0.5e-3)
+    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.9 * 60e9) + HOST_FIXED)
 
 
 def test_peak_and_measured_together_are_refused_where_written(tmp_path: Path) -> None:
@@ -85,16 +89,16 @@ def test_every_layer_on_a_gpu_needs_no_host_bandwidth(tmp_path: Path) -> None:
     assert s.host_figure == "none" and s.host_bytes_per_token == 0 and s.host_demand == 0
     assert (s.gpu_efficiency, s.gpu_efficiency_basis) == (plan_speed.PRIOR_GPU_EFFICIENCY, "prior")
     # weights and no KV (depth 0) over the GPU's peak x the GPU prior: no host term
-    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.51 * 1000e9) + 0.5e-3)
+    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.70 * 1000e9) + GPU_FIXED)
     text = to_text(validate_file(_write(tmp_path, GPU_ONLY, "g.yaml")).plan)
-    assert "(GPU η 0.51 prior); reads nothing from host RAM" in text
+    assert "(GPU η 0.7 prior); reads nothing from host RAM" in text
 
 
 def test_the_gpus_efficiency_is_their_own(tmp_path: Path) -> None:
     text = GPU_ONLY.replace("  ram: 64GiB\n", "  ram: 64GiB\n  gpu_efficiency: 0.8\n")
     s = _speed(_write(tmp_path, text), "lane")
     assert (s.gpu_efficiency, s.gpu_efficiency_basis) == (0.8, "given")
-    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.8 * 1000e9) + 0.5e-3)
+    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.8 * 1000e9) + GPU_FIXED)
     # host RAM's efficiency does not touch a GPU-only token
     both = text.replace("  ram: 64GiB\n", "  ram: 64GiB\n  efficiency: 0.1\n")
     assert _speed(_write(tmp_path, both, "b.yaml"), "lane").decode_tps == s.decode_tps
@@ -114,10 +118,11 @@ def test_host_and_gpu_efficiencies_apply_to_their_own_bytes() -> None:
         "m", (Memory(HOST, 100e9, 1e18), Memory("CUDA0", 1000e9, 1e18)), 0.5, gpu_efficiency=0.8
     )
     w = Workload((Chunk(HOST, 0, 1e9, 1.0), Chunk("CUDA0", 1, 4e9, 1.0)), 1, 1)
-    b = model.decode(m, w, 0)
+    k = model.Constants(gpu_layer=0.0, cpu_layer_thread=0.0)
+    b = model.decode(m, w, 0, k)
     assert b.device_seconds == pytest.approx({HOST: 1e9 / 50e9, "CUDA0": 4e9 / 800e9})
     # without a GPU efficiency of its own the machine has one constant (the old fits)
-    one = model.decode(Machine("m", m.memories, 0.5), w, 0)
+    one = model.decode(Machine("m", m.memories, 0.5), w, 0, k)
     assert one.device_seconds["CUDA0"] == pytest.approx(4e9 / 500e9)
 
 
@@ -170,7 +175,7 @@ def test_what_the_model_cannot_see_is_stated(tmp_path: Path) -> None:
 def test_calibrate_on_a_gpu_only_service_fits_the_gpus_efficiency(tmp_path: Path) -> None:
     spec = _write(tmp_path, GPU_ONLY)
     # the run: 100 tokens after an empty prompt (mean depth 50) at a GPU efficiency of 0.8
-    truth = 1 / ((WEIGHTS + KV * 50) / (0.8 * 1000e9) + 0.5e-3)
+    truth = 1 / ((WEIGHTS + KV * 50) / (0.8 * 1000e9) + GPU_FIXED)
     ms = 100 / truth * 1000
     log = tmp_path / "timing.log"
     log.write_text(
@@ -185,7 +190,7 @@ def test_calibrate_on_a_gpu_only_service_fits_the_gpus_efficiency(tmp_path: Path
     assert "\n  efficiency:" not in text  # host RAM's is not what that run measured
     s = _speed(spec, "lane")
     assert (s.gpu_efficiency, s.gpu_efficiency_basis) == (0.8, "given")
-    assert s.decode_tps == pytest.approx(1 / (WEIGHTS / (0.8 * 1000e9) + 0.5e-3))  # depth 0
+    assert s.decode_tps == pytest.approx(1 / (WEIGHTS / (0.8 * 1000e9) + GPU_FIXED))  # depth 0
 
 
 # --- seed 001's layouts carry its CPU -----------------------------------------------------
@@ -201,9 +206,10 @@ SEED001 = {  # layout -> the seed's measured decode tok/s (tests/speed_data/seed
 
 def test_seed001_layouts_print_a_speed_from_the_seeds_hardware() -> None:
     """As shipped they carry the seed's CPU (EPYC 9175F) and GPUs, no efficiency: each
-    prints a speed from the priors; measured 2026-11-28 they are 11-14 % slow (the
-    seed's machine reaches more of its peak than the fitting machines' median), and the
-    ratios between them are within 4 % of the seed's."""
+    prints a speed from the priors, within 10 % of the seed's (issue 33's acceptance;
+    measured 2026-11-28 with the priors fitted together, lomo.fit: -2.5 to +1.4 %;
+    the seed's machine is one of the fitting set's 13), and the ratios between them are
+    within 5 % of the seed's."""
     found = {}
     for name, measured in SEED001.items():
         v = validate_file(ROOT / "layouts" / name)
@@ -211,7 +217,7 @@ def test_seed001_layouts_print_a_speed_from_the_seeds_hardware() -> None:
         assert isinstance(s, SpeedPlan), name
         assert v.spec.host.cpu.model == "EPYC 9175F" and v.spec.host.efficiency is None
         assert (s.host_figure, s.efficiency_basis, s.depth) == ("peak", "prior", 0)
-        assert -0.2 < s.decode_tps / measured - 1 < 0, (name, s.decode_tps)
+        assert abs(s.decode_tps / measured - 1) < 0.10, (name, s.decode_tps)
         found[name] = s.decode_tps
     last = "glm51-5-head12-tail10-2gpu.yaml"
     for name, measured in SEED001.items():

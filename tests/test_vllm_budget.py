@@ -242,8 +242,9 @@ def test_seed_004_states_one_capacity_per_service() -> None:
 def test_v0_logs_do_not_allow_planning_v0_so_it_is_refused() -> None:
     """The V0 logs whose GPU total is known, planned from their flags by V0's rules
     (vllm_memory keeps them for the logs): within 5 % on some, but not on all text
-    models (the NCCL figure of a TP 2 run over PCIe, a sampler below its estimate), so
-    V0 stays refused, with the release to move to (test_vllm_plan)."""
+    models (-8 % on ragbench's A100 40GB, -5 % on the L40S pair, whose sampler stayed
+    below its estimate), so V0 stays refused, with the release to move to
+    (test_vllm_plan).  The L40S pair was -25 % while its NCCL was planned as NVLink's."""
     misses = {}
     for path in LOGS:
         record = load(path)
@@ -256,7 +257,7 @@ def test_v0_logs_do_not_allow_planning_v0_so_it_is_refused() -> None:
         memory = vm.plan_memory(model_of(record), service_of(record), refuse=False)
         misses[path.stem] = memory.kv_tokens.bytes / logged - 1
     assert len(misses) >= 6
-    assert all(-0.25 <= m <= 0.0 for m in misses.values()), misses  # low: the safe side
+    assert all(-0.10 <= m <= 0.0 for m in misses.values()), misses  # low: the safe side
     assert any(m < -0.05 for m in misses.values())
 
 

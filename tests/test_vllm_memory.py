@@ -108,6 +108,11 @@ def service_of(record: dict[str, Any]) -> VllmService:
         tensor_parallel_size=f["tensor_parallel_size"],
         enforce_eager=bool(f["enforce_eager"]),
         version=record["vllm_version"],
+        # what the log shows of the installation: "Using FlashInfer for top-p & top-k
+        # sampling" (as VLLM_USE_FLASHINFER_SAMPLER=1 tells the plan), "Custom allreduce
+        # is disabled because your platform lacks GPU P2P capability" (no NVLink either)
+        flashinfer_sampler=f.get("flashinfer_sampler"),
+        nvlink=f.get("nvlink"),
     )
 
 
@@ -465,7 +470,7 @@ def test_cudagraph_estimate_is_never_below_a_logged_capture(path: Path) -> None:
     estimate = cudagraph_estimate(model_of(record), service_of(record))
     miss = record.get("known_misses", {}).get("cudagraph")
     if miss is not None and miss.startswith("under"):
-        # a capture the estimate does not reach, kept and said so (README, vLLM plan):
+        # a capture the estimate does not reach, kept and said so (docs/how-to/vllm.md):
         # when the model covers it, the note must go
         assert estimate < logged, "the estimate now covers it: drop known_misses.cudagraph"
         return
@@ -494,6 +499,9 @@ def test_the_dated_rules_and_the_memory_model_name_the_same_releases() -> None:
         service = replace(SERVE, version=".".join(map(str, release)))
         assert (release >= since["nccl-before-snapshot"]) == nccl_before_snapshot(service)
         assert (release >= since["cudagraph-in-budget"]) == cudagraph_in_budget(service)
+    from layoutgen.runtimes.vllm.memory import FLASHINFER_SAMPLER_OPT_IN
+
+    assert since["flashinfer-sampler-opt-in"] == FLASHINFER_SAMPLER_OPT_IN
 
 
 # ------------------------------------------- a summary table of recent H100 logs

@@ -468,7 +468,9 @@ def test_same_spec_same_plan(tmp_path: Path) -> None:
 def test_the_ctx_a_refusal_suggests_fits(tmp_path: Path) -> None:
     """The refusal's "about N tokens fit" must be a ctx that then validates: the room it
     measures is the fit check's, CUDA graphs outside the budget (vLLM < 0.20) included;
-    and it does not suggest fp8 to a service already on fp8 (seed 004's AEON)."""
+    and it does not suggest fp8 to a service already on fp8 (seed 004's AEON).  The
+    seed's own 122,880 tokens fit since its two RTX 5060 Tis are planned without peer
+    access (0.30 GiB of NCCL memory a card, not 1.79); the model's 262,144 does not."""
     import re
 
     layout = ROOT / "layouts" / "vllm-tower-seed004.yaml"
@@ -477,6 +479,8 @@ def test_the_ctx_a_refusal_suggests_fits(tmp_path: Path) -> None:
     assert marker in text
     spec = tmp_path / "tower.yaml"
     spec.write_text(text.replace(marker, "    ctx: 122880", 1))
+    validate_file(spec, "tower.yaml")  # what the seed ran
+    spec.write_text(text.replace(marker, "    ctx: 262144", 1))
     with pytest.raises(InvalidInput) as exc:
         validate_file(spec, "tower.yaml")
     (message,) = [d.message for d in exc.value.diagnostics if "vLLM would refuse" in d.message]

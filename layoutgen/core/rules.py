@@ -17,13 +17,14 @@ both its build and its date, so either selects it.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime
 import functools
 import re
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
-from typing import ParamSpec, TypeVar
+from typing import Generic, ParamSpec, TypeVar
 
 from layoutgen.errors import printable
 from layoutgen.inputs.literals import clip
@@ -87,6 +88,10 @@ class Rule:
             FOR_MEMORY.add(self)
         for trace in _TRACES:
             trace.add(self)
+        return self.answer(version)
+
+    def answer(self, version: Version | None) -> bool:
+        """``applies``, unrecorded: for a cache checking answers it already holds."""
         if version is None:
             return True
         if version.build is not None:
@@ -147,6 +152,36 @@ def remembering(maxsize: int) -> Callable[[Callable[P, T]], Callable[P, T]]:
         return call
 
     return wrap
+
+
+class Replayed(Generic[T]):
+    """Values computed under some build, reused at another whose answers to every
+    rule the computation asked are the same (the LRU-bounded KEY holds the inputs
+    apart from the build); a reuse tells open tracing() blocks what was asked, as
+    ``remembering`` does."""
+
+    def __init__(self, maxsize: int) -> None:
+        self._maxsize = maxsize
+        self._entries: collections.OrderedDict[
+            Hashable, list[tuple[tuple[tuple[Rule, bool], ...], T]]
+        ] = collections.OrderedDict()
+
+    def get(self, key: Hashable, version: Version | None, compute: Callable[[], T]) -> T:
+        known = self._entries.get(key)
+        if known is not None:
+            self._entries.move_to_end(key)
+            for answers, value in known:
+                if all(r.answer(version) == a for r, a in answers):
+                    for r, _ in answers:
+                        r.applies(version)  # the trace of whoever asks is whole
+                    return value
+        with tracing() as asked:
+            value = compute()
+        answers = tuple((r, r.answer(version)) for r in sorted(asked, key=lambda r: r.name))
+        self._entries.setdefault(key, []).append((answers, value))
+        while len(self._entries) > self._maxsize:
+            self._entries.popitem(last=False)
+        return value
 
 
 @contextlib.contextmanager

@@ -257,6 +257,11 @@ class Runtime:
         """Whether all sequences share one KV stream, given what -kvu says."""
         return asked
 
+    def mla_default(self) -> int | None:
+        """The MLA level an MLA model runs without -mla (None: the runtime has no
+        levels: MLA whenever the model is converted for it)."""
+        return None
+
     def kv_for_nextn(self) -> bool:
         """Whether nextn/MTP layers get a KV cache when MTP is not used."""
         return False
@@ -300,14 +305,17 @@ class Runtime:
                 value = args[i + 1]
         return value
 
-    def flash_attn(self, args: Sequence[str], gpus: bool) -> bool:
+    def flash_attn(self, args: Sequence[str], gpus: bool, written: bool | None = None) -> bool:
         """Whether the server runs with flash attention: the one answer argv and sizing share.
 
-        The user's ``-fa`` decides (``auto`` counts as on: both runtimes enable
+        The service's ``flash_attn:`` (WRITTEN) decides, else the user's ``-fa`` (``auto``
+        counts as on: both runtimes enable
         it where the backend supports it, and llama.cpp does for a quantized V
         cache); otherwise layoutgen renders ``-fa on`` with GPUs and ``-fa off``
         on the CPU alone.
         """
+        if written is not None:
+            return written
         value = self.flash_attn_arg(args)
         if value is None:
             return gpus

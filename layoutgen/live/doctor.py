@@ -39,6 +39,7 @@ What doctor can and cannot tell:
 from __future__ import annotations
 
 import json
+import os
 import stat
 import subprocess
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -105,6 +106,17 @@ class LiveHost:
     #: runtime id -> the build its image or binary runs here (hostbuilds); a runtime
     #: missing was not looked at
     builds: Mapping[str, hostbuilds.HostBuild] = field(default_factory=dict)
+    #: this host's name and where it was read; None: not read (no check)
+    hostname: str | None = None
+    hostname_how: str = ""
+    #: physical cores and hardware threads as probe counts them, and how; None: unknown
+    cpu_cores: int | None = None
+    cpu_cores_how: str = ""
+    cpu_threads: int | None = None
+    cpu_threads_how: str = ""
+    #: whether doctor runs as root (then the services are rootful: root raises its own
+    #: limits, as the units ask); None: not known
+    rootful: bool | None = None
 
 
 @dataclass(frozen=True, order=True)
@@ -152,6 +164,7 @@ def gather(
     read_build: Callable[
         [str, str | None, str | None], hostbuilds.HostBuild
     ] = hostbuilds.runtime_build,
+    euid: Callable[[], int] = os.geteuid,
 ) -> LiveHost:
     """Read what :func:`diagnose` compares; ``root`` prefixes /proc and model paths."""
     spec = v.spec
@@ -161,6 +174,9 @@ def gather(
     dirs = default_install_dirs() if install_dirs is None else install_dirs
     states = (unit_states or systemctl_states)([f"{n}.service" for n in names])
     cpu = hostfacts.read_cpu(root)
+    name = hostfacts.read_hostname(root)
+    if root != Path("/") and name.source != "/proc/sys/kernel/hostname":
+        name = hostfacts.HostName(None, "", "not under the root given")  # not this host's
     used = sorted({svc.runtime for svc in spec.services.values()})
     builds = {
         rid: read_build(
@@ -184,6 +200,13 @@ def gather(
         cpu_isa=cpu.isa,
         cpu_isa_how=cpu.isa_how,
         builds=builds,
+        hostname=name.name,
+        hostname_how=name.source,
+        cpu_cores=cpu.cores,
+        cpu_cores_how=cpu.cores_how,
+        cpu_threads=cpu.threads,
+        cpu_threads_how=cpu.threads_how,
+        rootful=euid() == 0,
     )
 
 

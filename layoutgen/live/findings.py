@@ -458,6 +458,10 @@ def check_ram(v: Validated, live: LiveHost) -> list[_Found]:
             )
     if live.memlock is None:
         return found
+    if live.rootful:
+        # as root the services are rootful: root raises its own limit, as the units ask
+        # (LimitMEMLOCK=infinity, --ulimit memlock=-1:-1); this process's limit is not theirs
+        return found
     by_name = {rs.name: rs for rs in v.services}
     for sp in stopped:
         rs = by_name[sp.name]
@@ -472,9 +476,14 @@ def check_ram(v: Validated, live: LiveHost) -> list[_Found]:
                 "memlock",
                 where,
                 f"services.{sp.name}: pins {mib(pins)} of host memory ({how}), but this "
-                f"user's memlock limit is {_amount(live.memlock)} (hard RLIMIT_MEMLOCK): a "
-                "rootless service cannot raise it to the unlimited its unit asks for; "
-                "run it rootful, or set memlock unlimited in /etc/security/limits.conf",
+                f"user's memlock limit is {_amount(live.memlock)} (hard RLIMIT_MEMLOCK)"
+                + (
+                    " and doctor runs rootless (not as root): a rootless service"
+                    if live.rootful is False
+                    else ": a rootless service"
+                )
+                + " cannot raise it to the unlimited its unit asks for; run it rootful (as "
+                "root), or set memlock unlimited for this user in /etc/security/limits.conf",
             )
         )
     return found
@@ -516,6 +525,40 @@ def check_cpu(v: Validated, live: LiveHost) -> list[_Found]:
             f"{', '.join(moved)}; write isa: {live.cpu_isa} (layoutgen probe reads it)",
         )
     ]
+
+
+def check_host(v: Validated, live: LiveHost) -> list[_Found]:
+    """The host's name, physical cores and hardware threads against the spec's: a spec
+    for another machine, or thread counts planned for another CPU."""
+    host = v.spec.host
+    found: list[_Found] = []
+    name = live.hostname
+    if name is not None and name != host.name and name.split(".", 1)[0] != host.name:
+        found.append(
+            _warning(
+                "host",
+                ("host", "name"),
+                f"host.name: this host is {name} ({live.hostname_how}), the spec is for "
+                f"{host.name}: run doctor on {host.name}, or give this host's spec "
+                f"(name: {name.split('.', 1)[0]})",
+            )
+        )
+    for key, spec_n, here, how in (
+        ("cores", host.cpu.cores, live.cpu_cores, live.cpu_cores_how),
+        ("threads", host.cpu.threads, live.cpu_threads, live.cpu_threads_how),
+    ):
+        if here is None or here == spec_n:
+            continue
+        found.append(
+            _warning(
+                "cpu",
+                ("host", "cpu", key),
+                f"host.cpu.{key}: the spec says {spec_n}, this host has {here} ({how}): the "
+                f"services' threads are checked against the spec's; write {key}: {here} "
+                "(layoutgen probe reads it)",
+            )
+        )
+    return found
 
 
 def check_ports(v: Validated, live: LiveHost) -> list[_Found]:
@@ -803,6 +846,7 @@ def _version(text: str) -> tuple[int, int, int]:
 
 
 _CHECKS: tuple[Callable[[Validated, LiveHost], list[_Found]], ...] = (
+    check_host,
     check_gpus,
     check_foreign,
     check_drift,

@@ -19,7 +19,6 @@ from typing import Any
 from layoutgen.errors import LayoutgenError
 from layoutgen.models.tensors import format_layers
 from layoutgen.render.validate import Validated
-from layoutgen.solve.plan import Plan, ServicePlan
 
 
 class GitError(LayoutgenError):
@@ -128,157 +127,84 @@ def load(arg: str, workdir: Path | None = None) -> Version:
     return Version(arg, validated, render(validated, arg))
 
 
-def _expert_device(sp: ServicePlan) -> dict[int, str]:
-    return {n: dev for dev, layers in sp.expert_layers.items() for n in layers}
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:,.0f} MiB"
-
-
 def summarise(old: Version, new: Version) -> list[dict[str, Any]]:
-    """Semantic changes, each {"kind", "text", ...}, in reviewing order."""
-    a, b = old.validated, new.validated
-    out: list[dict[str, Any]] = []
+    """Semantic changes, each {"kind", "text", ...}, in reviewing order
+    (:mod:`layoutgen.render.review`); notes (a spec change with no effect, the check
+    that every byte is accounted for) have kinds in ``review.NOTES``."""
+    from layoutgen.render import review
 
-    def add(kind: str, text: str, **extra: Any) -> None:
-        out.append({"kind": kind, "text": text, **extra})
-
-    a_names, b_names = set(a.spec.services), set(b.spec.services)
-    for n in sorted(b_names - a_names):
-        add("service_added", f"service added: {n}", service=n)
-    for n in sorted(a_names - b_names):
-        add("service_removed", f"service removed: {n}", service=n)
-    for n in sorted(a_names & b_names):
-        _service(n, a, b, add)
-    if a.plan.order != b.plan.order:
-        add(
-            "start_order",
-            f"start order: {', '.join(a.plan.order)} -> {', '.join(b.plan.order)}",
-            old=list(a.plan.order),
-            new=list(b.plan.order),
+    files = compare_files(old, new)
+    out = review.summarise(old.validated, new.validated, same_files=not files.changed)
+    if files.renamed_only and not files.changed:
+        same = "the same layout" if not out else "the same plan and files"
+        out.append(
+            {
+                "kind": "note",
+                "text": f"no change: {same} as {files.old_name}, named "
+                f"{files.new_name} (only the generated headers name it)",
+            }
         )
-    _devices(a.plan, b.plan, add)
-    for w in sorted(set(b.plan.warnings) - set(a.plan.warnings)):
-        add("warning_added", f"new warning: {w}")
-    for d in sorted({d.message for d in b.warnings} - {d.message for d in a.warnings}):
-        add("warning_added", f"new warning: {d}")
+    elif files.renamed_only:
+        out.append(
+            {
+                "kind": "note",
+                "text": f"{len(files.renamed_only)} file(s) differ only in the spec's name in "
+                f"their generated headers ({files.old_name} -> {files.new_name}): not shown",
+            }
+        )
     return out
 
 
-def _service(n: str, a: Validated, b: Validated, add: Any) -> None:
-    sa, sb = a.spec.services[n], b.spec.services[n]
-    ra = next(r for r in a.services if r.name == n)
-    rb = next(r for r in b.services if r.name == n)
-    for key, va, vb in (
-        ("model", sa.model, sb.model),
-        ("ctx", sa.ctx, sb.ctx),
-        ("parallel", ra.parallel, rb.parallel),
-        ("cache_type_k", ra.cache_type_k, rb.cache_type_k),
-        ("cache_type_v", ra.cache_type_v, rb.cache_type_v),
-        ("gpus", list(ra.gpus), list(rb.gpus)),
-        ("port", sa.port, sb.port),
-        ("threads", ra.threads, rb.threads),
-        ("capabilities", list(sa.capabilities), list(sb.capabilities)),
-        ("api_key", _key(sa.api_key), _key(sb.api_key)),
-        ("args", list(sa.args), list(sb.args)),
-    ):
-        if va != vb:
-            add(
-                "setting",
-                f"{n}: {key} {_show(va)} -> {_show(vb)}",
-                service=n,
-                key=key,
-                old=va,
-                new=vb,
-            )
-    bind_a = "0.0.0.0" if sa.expose else "127.0.0.1"
-    bind_b = "0.0.0.0" if sb.expose else "127.0.0.1"
-    if bind_a != bind_b:
-        note = " (leaves 127.0.0.1: reachable from the network)" if sb.expose else ""
-        add("bind", f"{n}: bind {bind_a} -> {bind_b}{note}", service=n, old=bind_a, new=bind_b)
-    if n in {s.name for s in a.plan.services} and n in {s.name for s in b.plan.services}:
-        da, db = _expert_device(a.plan.service(n)), _expert_device(b.plan.service(n))
-        moves: dict[tuple[str, str], list[int]] = {}
-        for layer in sorted(set(da) | set(db)):
-            pair = (da.get(layer, "-"), db.get(layer, "-"))
-            if pair[0] != pair[1]:
-                moves.setdefault(pair, []).append(layer)
-        for (src, dst), layers in sorted(moves.items()):
-            named = (
-                ", ".join(f"blk.{x}" for x in layers)
-                if len(layers) <= 6
-                else (f"blk.{{{format_layers(layers)}}} ({len(layers)} layers)")
-            )
-            add(
-                "experts_moved",
-                f"{n}: experts {named} {src} -> {dst}",
-                service=n,
-                layers=layers,
-                old=src,
-                new=dst,
-            )
+def changed(summary: list[dict[str, Any]]) -> bool:
+    from layoutgen.render.review import NOTES
+
+    return any(c["kind"] not in NOTES for c in summary)
 
 
-def _key(key: Any) -> str:
-    if key is None:
-        return "none"
-    return ", ".join(f"{k} {v}" for k, v in key.model_dump().items() if v is not None)
+@dataclass(frozen=True)
+class FileChanges:
+    old_name: str
+    new_name: str
+    #: path -> (old text or None, new text or None), the old side under the new name
+    changed: dict[str, tuple[str | None, str | None]]
+    renamed_only: tuple[str, ...]  #: files that differ only in the spec's name
 
 
-def _show(value: Any) -> str:
-    return "[" + ", ".join(value) + "]" if isinstance(value, list) else str(value)
-
-
-def _devices(a: Plan, b: Plan, add: Any) -> None:
-    before = {d.id: d for d in a.devices}
-    after = {d.id: d for d in b.devices}
-    for gone in sorted(set(before) - set(after)):
-        d = before[gone]
-        add(
-            "device_removed",
-            f"{gone}: removed (was {_mib(d.capacity)}, {_mib(d.used)} used)",
-            device=gone,
-            capacity=d.capacity,
-        )
-    for new in sorted(set(after) - set(before)):
-        d = after[new]
-        add(
-            "device_added",
-            f"{new}: added ({_mib(d.capacity)}, reserve {_mib(d.reserve)}, {_mib(d.used)} used)",
-            device=new,
-            capacity=d.capacity,
-        )
-    for d in b.devices:
-        old = before.get(d.id)
-        if old is not None and (old.capacity, old.reserve) != (d.capacity, d.reserve):
-            add(
-                "device_resized",
-                f"{d.id}: capacity {_mib(old.capacity)} -> {_mib(d.capacity)}, reserve "
-                f"{_mib(old.reserve)} -> {_mib(d.reserve)}",
-                device=d.id,
-                capacity=[old.capacity, d.capacity],
-                reserve=[old.reserve, d.reserve],
-            )
-        if old is None or (old.used, old.free) == (d.used, d.free):
-            continue
-        delta = d.used - old.used
-        add(
-            "device",
-            f"{d.id}: used {_mib(old.used)} -> {_mib(d.used)} "
-            f"({'+' if delta >= 0 else '-'}{_mib(abs(delta))}), free {_mib(old.free)} -> "
-            f"{_mib(d.free)}",
-            device=d.id,
-            used=[old.used, d.used],
-            free=[old.free, d.free],
-        )
-
-
-def file_diff(old: Version, new: Version) -> str:
-    out: list[str] = []
+def compare_files(old: Version, new: Version) -> FileChanges:
+    """The rendered files that differ once both sides name the spec alike: a header
+    that names another path is not a change."""
+    out: dict[str, tuple[str | None, str | None]] = {}
+    renamed_only = []
     for path in sorted(set(old.files) | set(new.files)):
         a, b = old.files.get(path), new.files.get(path)
         if a == b:
+            continue
+        same = a.replace(old.name, new.name) if a is not None else None
+        if same == b:
+            renamed_only.append(path)
+            continue
+        out[path] = (same, b)
+    return FileChanges(old.name, new.name, out, tuple(renamed_only))
+
+
+#: --files: summary (plan.json by key path, the rest as diffs), units (only the
+#: service files: podman/, quadlet/, systemd/), full (every file as a diff), none
+FILE_MODES = ("summary", "units", "full", "none")
+_UNIT_DIRS = ("podman", "quadlet", "systemd")
+
+
+def file_diff(old: Version, new: Version, mode: str = "summary") -> str:
+    """The file diffs a reviewer reads after the summary."""
+    if mode == "none":
+        return ""
+    out: list[str] = []
+    for path, (a, b) in compare_files(old, new).changed.items():
+        parts = PurePosixPath(path).parts
+        if mode == "units" and not (len(parts) > 1 and parts[-2] in _UNIT_DIRS):
+            continue
+        if mode == "summary" and parts[-1] == "plan.json" and a is not None and b is not None:
+            out += [f"--- a/{path}\n", f"+++ b/{path}\n"]
+            out += [line + "\n" for line in json_changes(a, b)]
             continue
         out += difflib.unified_diff(
             (a or "").splitlines(keepends=True),
@@ -287,6 +213,121 @@ def file_diff(old: Version, new: Version) -> str:
             tofile=f"b/{path}" if b is not None else "/dev/null",
         )
     return "".join(out)
+
+
+def json_changes(a: str, b: str) -> list[str]:
+    """A JSON file's changes by key path, one line each: ``path: old -> new``; many
+    keys of one mapping changed alike (a layer's experts to CUDA_Host) in one line."""
+    import json
+
+    try:
+        da, db = json.loads(a), json.loads(b)
+    except ValueError:
+        return ["(not JSON: compare the files)"]
+    leaves = _leaves(da, db, ())
+    alike: dict[tuple[tuple[str, ...], str, str], list[str]] = {}
+    for path, x, y in leaves:
+        alike.setdefault((path[:-1], _value_or(x), _value_or(y)), []).append(path[-1])
+    lines = []
+    done = set()
+    for path, x, y in leaves:
+        key = (path[:-1], _value_or(x), _value_or(y))
+        if len(alike[key]) > 3:
+            if key not in done:
+                done.add(key)
+                vx, vy = key[1], key[2]
+                what = (
+                    f"added {vy}"
+                    if x is _ABSENT
+                    else f"removed (was {vx})"
+                    if y is _ABSENT
+                    else f"{vx} -> {vy}"
+                )
+                keys = alike[key]
+                lines.append(f"{_dotted(path[:-1])}: {len(keys)} keys {what}: {', '.join(keys)}")
+            continue
+        if x is _ABSENT:
+            lines.append(f"{_dotted(path)}: added {_value(y)}")
+        elif y is _ABSENT:
+            lines.append(f"{_dotted(path)}: removed (was {_value(x)})")
+        elif _strings(x) and _strings(y):
+            lines.append(f"{_dotted(path)}: {_tokens(x, y)}")
+        else:
+            lines.append(f"{_dotted(path)}: {_value(x)} -> {_value(y)}")
+    return lines
+
+
+_ABSENT = object()
+
+
+def _dotted(path: tuple[str, ...]) -> str:
+    return ".".join(path).replace(".[", "[")
+
+
+def _value_or(v: Any) -> str:
+    return "-" if v is _ABSENT else _value(v)
+
+
+def _strings(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(x, str) for x in v)
+
+
+def _leaves(a: Any, b: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any, Any]]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        out = []
+        for k in sorted(set(a) | set(b)):
+            out += _leaves(a.get(k, _ABSENT), b.get(k, _ABSENT), (*path, str(k)))
+        return out
+    if (
+        isinstance(a, list)
+        and isinstance(b, list)
+        and len(a) == len(b)
+        and any(isinstance(x, dict | list) for x in a + b)
+    ):
+        return [
+            t
+            for i, (x, y) in enumerate(zip(a, b, strict=True))
+            for t in _leaves(x, y, (*path, f"[{i}]"))
+        ]
+    return [] if a == b else [(path, a, b)]
+
+
+def _tokens(a: list[str], b: list[str]) -> str:
+    """Two argument lists as what was taken out and put in, by position."""
+    parts = []
+    ops = difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes()
+    for op, i1, i2, j1, j2 in ops:
+        if op == "equal":
+            continue
+        at = f"at {i1}: " if len(ops) > 1 else ""
+        out = " ".join(a[i1:i2])
+        put = " ".join(b[j1:j2])
+        if op == "replace":
+            parts.append(f"{at}{out} -> {put}")
+        elif op == "delete":
+            parts.append(f"{at}-{out}")
+        else:
+            parts.append(f"{at}+{put}")
+    return "; ".join(parts)
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, bool) or v is None:
+        return json_dumps(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        return (
+            f"[{format_layers(sorted(v), sep='-', join=', ')}]" if v == sorted(set(v)) else str(v)
+        )
+    text = json_dumps(v)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def json_dumps(v: Any) -> str:
+    import json
+
+    return json.dumps(v, sort_keys=True)
 
 
 def display_name(arg: str) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
-from layoutgen.errors import Problem
+from layoutgen.errors import Problem, Severity
 from layoutgen.models.profile import Profile
 from layoutgen.runtimes.vllm import Budget, Vllm, plan_budget, vllm_model
 from layoutgen.runtimes.vllm import memory as vm
@@ -46,6 +46,7 @@ def budget(
     assert isinstance(rt, Vllm)
     gpus, names, _ = device_order(spec, rs.gpus)
     vram = {g.id: g.vram for g in spec.host.gpus}
+    names_of = {g.id: g.name for g in spec.host.gpus}
     svc = rs.service
     spec_tokens = svc.speculative.num_tokens if svc.speculative is not None else 0
     model = vllm_model(profile, len(gpus), mtp=bool(spec_tokens))
@@ -65,6 +66,8 @@ def budget(
         lora_exact=model.intermediate_size > 0 and not model.moe_top_k,
         spec=spec_tokens,
         estimate_cudagraphs=vm.env_flag(svc.env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")),
+        flashinfer_sampler=vm.env_flag(svc.env.get("VLLM_USE_FLASHINFER_SAMPLER")),
+        nvlink=vm.nvlink_between(dict(svc.env), [names_of.get(g) for g in gpus]),
     )
     return found, gpus, names
 
@@ -265,6 +268,39 @@ def service_plan(
         layer_buffer={},
         budget=plan,
     )
+
+
+def interconnect_notes(spec: Spec, services: Sequence[ResolvedService]) -> list[Problem]:
+    """A warning for each tensor-parallel vLLM service planned with NVLink's NCCL
+    buffers only because nothing says its GPUs lack NVLink (vm.nvlink_between): the
+    larger figure is the safe one, and the user can free the difference."""
+    names_of = {g.id: g.name for g in spec.host.gpus}
+    out = []
+    for rs in services:
+        runtime = spec.runtimes.get(rs.service.runtime)
+        if runtime is None or runtime.kind != "vllm" or len(rs.gpus) < 2:
+            continue
+        names = [names_of.get(g) for g in rs.gpus]
+        if vm.nvlink_between(dict(rs.service.env), names) is not None:
+            continue
+        gap = _mib(vm.NON_TORCH_TP - vm.NON_TORCH_TP_PCIE)
+        why = (
+            "its GPUs have no 'name:' in host.gpus (probe writes them)"
+            if not all(names)
+            else "whether these cards are bridged is not known"
+        )
+        out.append(
+            Problem(
+                ("services", rs.name, "gpus"),
+                f"services.{rs.name}: tensor parallel planned with NVLink's NCCL buffers "
+                f"({_mib(vm.NON_TORCH_TP)} a GPU), as {why}; over PCIe NCCL takes "
+                f"{_mib(vm.NON_TORCH_TP_PCIE)}: name cards without NVLink (GeForce RTX 40/50, "
+                "L4, L40S, ...), or set NCCL_P2P_DISABLE=1 in 'env:' where they are not "
+                f"bridged, and {gap} a GPU goes to the KV cache",
+                Severity.WARNING,
+            )
+        )
+    return out
 
 
 def start_checks(

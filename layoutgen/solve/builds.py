@@ -45,6 +45,7 @@ from layoutgen.solve.solver import (
     _mib,
     argvs_at,
     solve_at,
+    speeds_of,
 )
 from layoutgen.spec.schema import ExpertsAuto
 
@@ -102,39 +103,79 @@ def unknown_builds(
     return tuple(out)
 
 
-def epochs(rt: Runtime, asked: set[Rule] = ASKED, floor: int | None = None) -> list[Epoch]:
+def epochs(
+    rt: Runtime,
+    asked: set[Rule] = ASKED,
+    floor: int | None = None,
+    ceiling: int | None = None,
+) -> list[Epoch]:
     """The spans of builds that answer every rule asked so far alike, oldest first
     (ASKED=FOR_MEMORY: alike in what they place and allocate), from FLOOR (the first
-    build that loads the models: older ones run none of this) when known."""
+    build that loads the models and reads the flags: older ones run none of this) to
+    CEILING (the last that reads the flags as written) where known."""
     own = set(rt.dated_rules())
-    low = floor or 0
-    flips = sorted({r.since_build for r in asked if r in own and r.since_build > low})
+    low, high = floor or 0, ceiling
+    flips = sorted(
+        {
+            r.since_build
+            for r in asked
+            if r in own and r.since_build > low and (high is None or r.since_build <= high)
+        }
+    )
     if not flips:
-        return [Epoch(floor, None)]
+        return [Epoch(floor, ceiling)]
     out = [Epoch(floor, flips[0] - 1)]
     out += [Epoch(a, b - 1) for a, b in itertools.pairwise(flips)]
-    out.append(Epoch(flips[-1], None))
+    out.append(Epoch(flips[-1], ceiling))
     return out
 
 
 def floor_of(
     spec: Spec, services: Sequence[ResolvedService], profiles: Mapping[str, Profile], rid: str
 ) -> int | None:
-    """The first build of runtime RID that could run its services: one that loads each
-    model, and whose parser takes each service's flags as written (a build that
-    refuses them runs nothing).  Every service of RID runs the one build, so the
-    highest floor any of them knows bounds it.  None: no floor known."""
-    from layoutgen.spec.flags import first_build
+    """The first build of runtime RID that could run its services (span_of)."""
+    return span_of(spec, services, profiles, rid)[0]
+
+
+def span_of(
+    spec: Spec, services: Sequence[ResolvedService], profiles: Mapping[str, Profile], rid: str
+) -> tuple[int | None, int | None]:
+    """The builds of runtime RID that could run its services, (first, last): one that
+    loads each model, and whose parser takes each service's flags as written (a build
+    that refuses them runs nothing: a bare -fa is an ik build before 3928).  Every
+    service of RID runs the one build, so the highest floor and the lowest ceiling any
+    of them knows bound it.  None: not known (or no build reads the flags: validate
+    says so)."""
+    from layoutgen.spec.flags import build_range
 
     rt = spec.runtimes[rid].rules()
-    floors = []
+    floors: list[int | None] = []
+    ceilings: list[int | None] = []
     for rs in services:
         if rs.service.runtime != rid or rs.service.model not in profiles:
             continue
         floors.append(rt.loads_since(profiles[rs.service.model]))
-        floors.append(first_build(rt.KIND, rs.service.args))
-    known = [f for f in floors if f is not None]
-    return max(known) if known else None
+        found = build_range(rt.KIND, rs.service.args)
+        if found is not None:
+            floors.append(found[0])
+            ceilings.append(found[1])
+    low = [f for f in floors if f is not None]
+    high = [c for c in ceilings if c is not None]
+    floor, ceiling = (max(low) if low else None), (min(high) if high else None)
+    if floor is not None and ceiling is not None and ceiling < floor:
+        raise DoesNotFit(
+            [
+                Problem(
+                    ("runtimes", rid),
+                    f"runtimes.{rid}: no build runs these services: they need build "
+                    f"{floor} or newer (the first that loads their models and reads "
+                    f"their flags), and their flags as written are read only up to "
+                    f"build {ceiling} (a bare -fa: ik before 3928); write the flags in "
+                    "the form of the build you run, and that build as 'version:'",
+                )
+            ]
+        )
+    return floor, ceiling
 
 
 def _at(spec: Spec, rid: str, build: int) -> Spec:
@@ -167,12 +208,13 @@ def _explore(
     """RID's plan in each epoch: one solve per span of builds that plan the same
     memory, and within it, where builds spell flags differently, the argvs alone."""
     rt = spec.runtimes[rid].rules()
-    floor = floor_of(spec, services, profiles, rid)
+    floor, ceiling = span_of(spec, services, profiles, rid)
     memo: Memo = {}
     solved: dict[int | None, Plan] = {None: newest}
     spelled: dict[tuple[Epoch, Epoch], Plan] = {}
     while True:
-        memory, every = epochs(rt, FOR_MEMORY, floor), epochs(rt, floor=floor)
+        memory = epochs(rt, FOR_MEMORY, floor, ceiling)
+        every = epochs(rt, floor=floor, ceiling=ceiling)
         for m in memory:
             if m.build not in solved:
                 assert m.build is not None
@@ -185,6 +227,7 @@ def _explore(
                     pinned=pinned,
                     fit=False,
                     memo=memo,
+                    speeds=False,
                 )
         for e in every:
             m = next(m for m in memory if _within(e, m))
@@ -195,7 +238,10 @@ def _explore(
                 assert e.build is not None
                 plan = argvs_at(_at(spec, rid, e.build), services, profiles, plan)
             spelled[e, m] = plan
-        if epochs(rt, FOR_MEMORY, floor) == memory and epochs(rt, floor=floor) == every:
+        if (
+            epochs(rt, FOR_MEMORY, floor, ceiling) == memory
+            and epochs(rt, floor=floor, ceiling=ceiling) == every
+        ):
             break
     plans = [(e, spelled[e, next(m for m in memory if _within(e, m))]) for e in every]
     return Outcome(rid, rt, _coarsest(plans), floor)
@@ -266,7 +312,7 @@ def every_build(
     on = {rid: {rs.name for rs in services if rs.service.runtime == rid} for rid in unknown}
     room_less: dict[str, int] = {}
     for _ in range(ROUNDS):
-        newest = solve_at(spec, services, profiles, name, heats, room_less=room_less)
+        newest = solve_at(spec, services, profiles, name, heats, room_less=room_less, speeds=False)
         pinned = _pinned(services, newest)
         outcomes = [
             _explore(spec, services, profiles, name, heats, rid, pinned, newest) for rid in unknown
@@ -303,14 +349,17 @@ def every_build(
                 for e, plan in sorted(out.plans.items(), key=_oldest_first)
             ],
         }
-    warnings = (*newest.warnings, *(p.message for p in notes))
-    paths = (*newest.warning_paths, *(p.path for p in notes))
+    held = dataclasses.replace(
+        newest, devices=devices, services=tuple(placed[n] for n in sorted(placed))
+    )
+    # speeds once, on the placement that holds for every build (each epoch's were
+    # the same experts in the same places: memory is what the epochs differ in)
+    held, lanes = speeds_of(spec, services, profiles, held, heats)
+    said = [*lanes, *notes]
     return dataclasses.replace(
-        newest,
-        devices=devices,
-        services=tuple(placed[n] for n in sorted(placed)),
-        warnings=warnings,
-        warning_paths=paths,
+        held,
+        warnings=(*newest.warnings, *(p.message for p in said)),
+        warning_paths=(*newest.warning_paths, *(p.path for p in said)),
         runtimes=runtimes,
     )
 
@@ -446,7 +495,8 @@ def _notes(
     'version:' frees, and placements that differ by build."""
     ordered = sorted(out.plans.items(), key=_oldest_first)
     span = _span([e for e, _ in ordered], out.rt) if len(ordered) > 1 else "every build"
-    newest_use = _device_use(newest)
+    # the newest build the flags allow (a bare -fa ends ik's builds at 3927)
+    newest_use = _device_use(ordered[-1][1])
     costs = []
     for dev in sorted(newest_use):
         worst_e, worst = max(ordered, key=lambda kv: _device_use(kv[1]).get(dev, 0))
@@ -459,7 +509,11 @@ def _notes(
             Problem(
                 ("runtimes", out.rid),
                 f"runtimes.{out.rid}: no 'version:': planned for {span}"
-                + (" (the first that loads its models)" if out.floor is not None else "")
+                + (
+                    " (those that load its models and read its flags as written)"
+                    if out.floor is not None or ordered[-1][0].last is not None
+                    else ""
+                )
                 + f", {len(ordered)} epochs of its rules; {'; '.join(costs)}; 'version:' "
                 "would free that for a newer build",
                 Severity.WARNING,

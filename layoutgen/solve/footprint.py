@@ -17,8 +17,15 @@ from collections.abc import Mapping
 
 from layoutgen.core.kvcache import KVSettings, device_bytes, layer_caches, n_ctx
 from layoutgen.core.override import Rule, apply
-from layoutgen.core.placement import HOST, expert_layer, loaded, place_weights, tensor_slots
-from layoutgen.core.rules import remembering
+from layoutgen.core.placement import (
+    HOST,
+    Weights,
+    expert_layer,
+    loaded,
+    place_weights,
+    tensor_slots,
+)
+from layoutgen.core.rules import Replayed, remembering
 from layoutgen.core.runtime import Runtime, flag_value
 from layoutgen.core.setting import Basis, Setting, expert_bytes, output_device
 from layoutgen.models.profile import HParams, Profile
@@ -59,7 +66,14 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         cache_type_k=rs.cache_type_k,
         cache_type_v=rs.cache_type_v,
         flash_attn=flash_attn(rs, rt),
-        mla=int(mla) if mla is not None and mla.isdigit() else None,
+        mla=(
+            int(mla)
+            if mla is not None and mla.isdigit()
+            # asked only of an MLA model: the only one whose plan it changes
+            else rt.mla_default()
+            if profile.hparams.kv_lora_rank
+            else None
+        ),
         swa_full="--swa-full" in args,
         kv_unified=rt.kv_unified(any(a in ("-kvu", "--kv-unified") for a in args)),
         mla_split=_mla_split(profile),
@@ -295,6 +309,11 @@ def _expert_tensors(profile: Profile, runtime: Runtime) -> dict[int, tuple[tuple
     }
 
 
+#: each placement of weights, by build: an unknown build's epochs place the same
+#: tensors in the same buffers where only compute rules differ (solve.builds)
+_WEIGHTS: Replayed[Weights] = Replayed(maxsize=256)
+
+
 def buffers(
     s: Setting,
     layers: Mapping[int, str],
@@ -316,17 +335,33 @@ def buffers(
     output = output_device(s)
     expert_host = s.rt.expert_host_buffer(gpus=s.local_gpus, mmap=s.mmap)
     repacked = None if s.local_gpus else s.rt.repacked(s.profile, s.isa, s.args)
-    w = place_weights(
+    weights_key = (
         s.profile,
-        s.rt,
-        layers,
-        experts,
+        dataclasses.replace(s.rt, version=None),
+        tuple(layers.items()),
+        tuple(experts.items()),
         host,
         output,
         expert_host,
-        repacked,
-        pins or None,
-        mapped=s.mmap,
+        None if repacked is None else tuple(repacked.items()),
+        tuple(pins.items()),
+        s.mmap,
+    )
+    w = _WEIGHTS.get(
+        weights_key,
+        s.rt.version,
+        lambda: place_weights(
+            s.profile,
+            s.rt,
+            layers,
+            experts,
+            host,
+            output,
+            expert_host,
+            repacked,
+            pins or None,
+            mapped=s.mmap,
+        ),
     )
     weights = dict(w.buffers)
     if s.row_shares is not None:

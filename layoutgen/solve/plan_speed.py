@@ -66,17 +66,19 @@ from layoutgen.speed.model import (
     prefill_tps,
 )
 
-#: The efficiencies a machine gets before it is calibrated: medians, rounded, of the
-#: machines fitted in tests/speed_data (layoutgen.speed.priors; tests/test_speed_priors.py
-#: recomputes them). Priors: calibrate on the machine for figures of its own.
-#: Host RAM over a peak (channels x MT/s x 8 or memory_bandwidth): 7 machines, 0.23-0.62.
-PRIOR_EFFICIENCY = 0.38
-#: Host RAM over a measured figure (memory_bandwidth_measured: mlc, STREAM): 2 machines,
-#: 0.42 (a one-NUMA-node 128-core Xeon 6980P) and 0.98 (a Ryzen 9 9950X).
-PRIOR_MEASURED_EFFICIENCY = 0.70
-#: GPU memory over its datasheet peak, from machines with every layer on GPUs: 3
-#: machines, 0.34 (DeepSeek-R1 over 16 RTX 3090s) to 0.77 (a dense 7B on an RTX 4090).
-PRIOR_GPU_EFFICIENCY = 0.51
+#: The efficiencies a machine gets before it is calibrated: fitted together, rounded,
+#: on the machines of tests/speed_data (layoutgen.speed.priors, lomo.fit: each machine
+#: weighs the same; tests/test_plan_speed.py recomputes them). Priors: calibrate on the
+#: machine for figures of its own.  Fitted with the per-layer terms of model.Constants
+#: (a GPU's launches, host threads' barriers), which take what many threads cost
+#: (a 128-core Xeon) out of the efficiency; leave-one-machine-out figures:
+#: python -m layoutgen.speed.lomo.
+#: Host RAM over a peak (channels x MT/s x 8 or memory_bandwidth).
+PRIOR_EFFICIENCY = 0.55
+#: Host RAM over a measured figure (memory_bandwidth_measured: mlc, STREAM).
+PRIOR_MEASURED_EFFICIENCY = 0.99
+#: GPU memory over its datasheet peak.
+PRIOR_GPU_EFFICIENCY = 0.70
 
 Basis = Literal["given", "prior"]
 HostFigure = Literal["peak", "measured", "none"]
@@ -127,7 +129,14 @@ def machine(spec: Spec, rs: ResolvedService) -> Machine | str:
         if spec.host.cpu.model is not None
         else math.inf  # no compute floor without the CPU's figures
     )
-    mems = [Memory(HOST, bw if bw is not None else math.nan, cpu_flops)]
+    cores = (
+        hardware.cpu(spec.host.cpu.model).cores
+        if spec.host.cpu.model is not None
+        else spec.host.cpu.cores
+    )
+    mems = [
+        Memory(HOST, bw if bw is not None else math.nan, cpu_flops, threads=min(threads, cores))
+    ]
     by_id = {g.id: g for g in spec.host.gpus}
     for gid in rs.gpus:
         g = by_id[gid]
@@ -277,6 +286,7 @@ def budget_workload(sp: ServicePlan, profile: Profile) -> Workload:
         n_expert=hp.n_expert or 1,
         n_expert_used=hp.n_expert_used or 1,
         kv_per_token=kv,
+        graphed=True,  # vLLM replays a decode step as one CUDA graph
     )
 
 
@@ -427,7 +437,7 @@ def _caveats(spec: Spec, rs: ResolvedService, w: Workload, profile: Profile) -> 
         if threads is not None and threads > spec.host.cpu.cores:
             out.append(
                 f"{threads} threads on {spec.host.cpu.cores} cores: decode often slows past "
-                "the cores; the model does not see thread count"
+                "the cores; the model counts the threads' barriers, not their fight for cores"
             )
     return tuple(out)
 
@@ -526,7 +536,8 @@ def lanes_warnings(
     """A warning, at the later service in the spec, for each pair of services that run
     at the same time (schedules overlap; no schedule: all day; services that conflict
     never run together) and together ask host RAM for more than its effective
-    bandwidth (efficiency x peak)."""
+    bandwidth (efficiency x peak): it names both, when they overlap, and advice that
+    fits the schedules they have (:mod:`layoutgen.solve.lanes`)."""
     peak = host_bandwidth(spec)
     if peak is None:
         return []
@@ -542,10 +553,12 @@ def lanes_warnings(
                 continue  # fits together: no warning, nothing to bisect
             pair = contention.together((lanes[a], lanes[b]), bw)
             if pair.over:
+                from layoutgen.solve.lanes import message
+
                 out.append(
                     Problem(
                         ("services", b),
-                        f"services.{b}: {contention.warning(pair)}",
+                        f"services.{b}: {message(spec, pair, lanes)}",
                         Severity.WARNING,
                     )
                 )

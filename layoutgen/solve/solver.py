@@ -138,12 +138,15 @@ def solve_at(
     room_less: Mapping[str, int] | None = None,
     fit: bool = True,
     memo: Memo | None = None,
+    speeds: bool = True,
 ) -> Plan:
     """The plan under each runtime's one set of rules (its ``version:``, else the
     newest).  PINNED: ``experts: auto`` services whose placement is given, not filled;
     ROOM_LESS: bytes per GPU that filling leaves free beyond its reserve; FIT=False:
     the plan of a layout that does not fit, for its figures, instead of DoesNotFit;
-    MEMO: service plans of other builds, reused where they answer alike (solve.builds)."""
+    MEMO: service plans of other builds, reused where they answer alike (solve.builds);
+    SPEEDS=False: no decode speeds (an unknown build's epochs are booked for memory:
+    speed is figured once, on the plan that holds for them all)."""
     heats = heats or {}
     pinned = pinned or {}
     room_less = room_less or {}
@@ -198,8 +201,8 @@ def solve_at(
             placed[n] = _remembered(memo, settings[n], splits[n], experts, tensors, drafts.get(n))
     # then budgeted services whole, beside those (their KV must hold one request)
     if budgeted:  # vLLM's rules, imported only for specs that have such a service
+        from layoutgen.solve.budgeted import interconnect_notes, start_checks
         from layoutgen.solve.budgeted import service_plan as budgeted_plan
-        from layoutgen.solve.budgeted import start_checks
     for n in order:
         if n in budgeted:
             found = budgeted_plan(
@@ -241,9 +244,11 @@ def solve_at(
         if refused:
             raise DoesNotFit(refused)
         placed.update(checked)
+        problems += interconnect_notes(spec, [by_name[n] for n in order if n in budgeted])
     placed.update(_argvs(spec, by_name, placed, order, budgeted, shares_of))
     devices = _devices(spec, placed, worlds)
-    problems += _speeds(spec, by_name, profiles, placed, heats)
+    if speeds:
+        problems += _speeds(spec, by_name, profiles, placed, heats)
     warnings = tuple(p.message for p in problems)
     services_sorted = tuple(placed[n] for n in sorted(placed))
     used = sorted({by_name[n].service.runtime for n in placed})
@@ -344,6 +349,21 @@ def _drafts(
             d = draft_setting(spec, by_name[n], s, profiles[draft.model])
             out[n] = draft_buffers(d, shares_of[n])
     return out
+
+
+def speeds_of(
+    spec: Spec,
+    services: Sequence[ResolvedService],
+    profiles: Mapping[str, Profile],
+    plan: Plan,
+    heats: Mapping[str, HeatProfile] | None = None,
+) -> tuple[Plan, list[Problem]]:
+    """PLAN with each service's decode speed attached, and the lanes warnings."""
+    by_name = {rs.name: rs for rs in services if rs.service.model in profiles}
+    placed = {sp.name: sp for sp in plan.services}
+    problems = _speeds(spec, by_name, profiles, placed, heats or {})
+    with_speed = tuple(placed[sp.name] for sp in plan.services)
+    return dataclasses.replace(plan, services=with_speed), problems
 
 
 def _speeds(

@@ -185,6 +185,12 @@ def _budgeted(spec: Spec, services: tuple[ResolvedService, ...]) -> Iterator[Pro
         if _places_tensors(spec, rs):
             continue
         base = ("services", rs.name)
+        if rs.service.flash_attn is not None:
+            yield Problem(
+                (*base, "flash_attn"),
+                f"services.{rs.name}.flash_attn: vLLM picks its attention backend itself "
+                "(VLLM_ATTENTION_BACKEND in 'env:'); remove 'flash_attn:'",
+            )
         if not rs.gpus:
             origin = rs.origins["gpus"]
             yield Problem(
@@ -880,14 +886,25 @@ def _owned(spec: Spec, name: str) -> dict[str, Owned]:
     return {flag: o for o in own for flag in o.flags}
 
 
+#: flash attention's flags, which 'flash_attn:' renders in the build's form
+_FA_FLAGS = frozenset({"-fa", "--flash-attn", "-no-fa", "--no-flash-attn"})
+
+
 def _args(spec: Spec) -> Iterator[Problem]:
     for name in sorted(spec.services):
         owned_by_flag = _owned(spec, name)
+        keyed = spec.services[name].flash_attn is not None
         for i, arg in enumerate(spec.services[name].args):
             path = ("services", name, "args", i)
             flag = arg.split("=", 1)[0]
             owned = owned_by_flag.get(flag)
-            if owned is not None:
+            if keyed and flag in _FA_FLAGS:
+                yield Problem(
+                    path,
+                    f"services.{name}.args[{i}]: {flag} beside 'flash_attn:', which "
+                    "renders flash attention in the build's own form; keep one of the two",
+                )
+            elif owned is not None:
                 yield Problem(
                     path, f"services.{name}.args[{i}]: {flag} {owned.reason}; {owned.instead}"
                 )

@@ -30,18 +30,17 @@ after the sample before X, and one seen in the oldest sample (llama.cpp 9093, vL
 0.8.0) may be older still.  Inside such an undated window a flag is accepted with a
 warning (refusing would refuse runs that start); outside every window of the
 flag's builds it is an error.  With no ``version:`` the build is unknown: a flag that
-some build has is accepted (with a warning when the newest build lacks it); where
-the builds read a flag's values differently (ik's ``-fa``: bare before 3928, gone
-3928-3984, ``on|off|auto`` from 3985) the spec must name its build.
-
-Not reported yet (FA_FORM is None): a modelled flag written in another build's form
-(``-fa on`` at an ik build before 3985, ``-no-fmoe`` before 3928, ``-mla 3`` where
--mla was a switch), because the truth table describes every record's memory with the
-newest forms; tests/test_flags.py runs those checks at ERROR.
+some build has is accepted (with a warning when the newest build lacks it), and the
+forms written say which builds could run the command (build_range: ik's bare ``-fa``
+is 2771-3927, ``-fa on`` 3985 on, ``-fmoe`` 3571-3927, ``-no-fmoe`` 3928 on), which
+bounds the builds the plan is made for (layoutgen.solve.builds); flags no one build
+reads together are an error naming each one's builds.
 """
 
 from __future__ import annotations
 
+import bisect
+import datetime
 import difflib
 import functools
 import re
@@ -342,14 +341,10 @@ VLLM_UNMODELLED: Mapping[str, str] = {
 }
 
 
-#: how a modelled flag written in another build's form (ik_llama.cpp: "-fa on" before
-#: 3985, where -fa reads no value; -no-fmoe before 3928; any -fa with no version,
-#: where builds differ) is reported.
-#: None, not yet: the truth table (tests/truth/table.py) writes "-fa on|off" for every
-#: build to describe a run's memory and validates those specs as a user's; once it
-#: writes each build's own form (flash_attn_args), this becomes Severity.ERROR
-#: (tests/test_flags.py runs the check at ERROR)
-FA_FORM: Severity | None = None
+#: how a modelled flag written in another build's form is reported (ik_llama.cpp:
+#: "-fa on" before 3985, where -fa reads no value; -no-fmoe before 3928): an error,
+#: since the truth table writes each record's build's own forms (tests/truth/table.py)
+FA_FORM: Severity | None = Severity.ERROR
 _FA = ("-fa", "--flash-attn")
 #: forms older than every build a sampled table read, kept by hand with their source:
 #: llama.cpp's -fa took no value until the flash_attn_type change of late August 2025
@@ -495,29 +490,65 @@ def _builds(tab: Table, spans: Sequence[Span]) -> str:
 
 
 def first_build(kind: str, args: Sequence[str]) -> int | None:
-    """The first build whose parser takes every flag in ARGS in the form written (with
-    a value where a value follows): an older build refuses the command, so it is no
-    epoch of the plan (layoutgen.solve.builds).  None: the table does not date every
-    build (llama.cpp and vLLM are sampled: a flag first read at a sample may be older)."""
+    """The first build whose parser takes every flag in ARGS in the form written (see
+    build_range); None: not known."""
+    found = build_range(kind, args)
+    return None if found is None else found[0]
+
+
+def build_range(kind: str, args: Sequence[str]) -> tuple[int | None, int | None] | None:
+    """The builds whose parser takes every flag in ARGS in the form written (with a
+    value where a value follows), as (first, last), None for an open end: an older or
+    newer build refuses the command, so it is no epoch of the plan
+    (layoutgen.solve.builds).  A bare ``-fa`` bounds ik's builds above (3927: later
+    ones read a value), ``-no-fmoe`` below (3928).  None: no build takes them all
+    (``_service`` says which flags part).  Sampled tables (llama.cpp, vLLM) date no
+    build exactly: (None, None)."""
     tab = table(kind)
     if tab.samples is not None:
+        return (None, None)
+    allowed: list[tuple[int, int | None]] = [(0, None)]
+    for _flag, spans in _written_spans(tab, args):
+        allowed = _intersect(allowed, [(int(sp.first), _last(sp)) for sp in spans])
+    if not allowed:
         return None
-    floor: int | None = None
+    first = min(a for a, _ in allowed)
+    lasts = [b for _, b in allowed]
+    return (first or None, None if None in lasts else max(b for b in lasts if b is not None))
+
+
+def _written_spans(tab: Table, args: Sequence[str]) -> Iterator[tuple[str, list[Span]]]:
+    """Each flag of ARGS with the spans of builds that read it as written."""
     for i, arg in enumerate(args):
         flag = arg.split("=", 1)[0] if arg.startswith("--") else arg
         row = tab.rows.get(flag)
-        if row is None or flag in _FORMS:
+        if row is None or (flag in _FORMS and FA_FORM is None):
             # not a flag (a value), or one the flag check refuses; or a flag whose
-            # form changed by build, which specs still write in the newest form for
-            # every build until FA_FORM is reported (see there): not a floor yet
+            # form changed by build while FA_FORM is off (see there)
             continue
         valued = "=" in arg or (
             i + 1 < len(args) and (not args[i + 1].startswith("-") or _number(args[i + 1]))
         )
-        spans = [sp for sp in row[1] if (sp.arity > 0) == valued] or list(row[1])
-        first = min(int(sp.first) for sp in spans)
-        floor = first if floor is None else max(floor, first)
-    return floor
+        yield flag, [sp for sp in row[1] if (sp.arity > 0) == valued] or list(row[1])
+
+
+def _last(sp: Span) -> int | None:
+    return None if sp.until is None else int(sp.until) - 1
+
+
+def _intersect(
+    a: Sequence[tuple[int, int | None]], b: Sequence[tuple[int, int | None]]
+) -> list[tuple[int, int | None]]:
+    """The builds in both A and B (closed ranges; None: no upper end)."""
+    out = []
+    for lo1, hi1 in a:
+        for lo2, hi2 in b:
+            lo = max(lo1, lo2)
+            his = [h for h in (hi1, hi2) if h is not None]
+            hi = min(his) if his else None
+            if hi is None or lo <= hi:
+                out.append((lo, hi))
+    return sorted(out, key=lambda r: r[0])
 
 
 def flash_attn_default(kind: str, build: int | None) -> bool | None:
@@ -540,7 +571,20 @@ def _version(spec: Spec, rs: ResolvedService) -> Any:
     if runtime.kind == "vllm":
         return _release(runtime.version)
     rt = runtime.rules()
-    return None if rt.version is None else rt.version.build
+    if rt.version is None:
+        return None
+    if rt.version.build is None and rt.version.date is not None and runtime.kind == "ik_llama.cpp":
+        return build_of_day(rt.version.date)
+    return rt.version.build
+
+
+def build_of_day(day: datetime.date) -> int | None:
+    """ik_llama.cpp's newest build on DAY (a date written as ``version:``: that day's
+    build or an older one; its newest is the likeliest); None: before the first."""
+    from layoutgen.runtimes.ik_llama_cpp.build_dates import DAYS
+
+    i = bisect.bisect_right(DAYS, (day.isoformat(), 1 << 30))
+    return DAYS[i - 1][1] if i else None
 
 
 def check(spec: Spec, services: Sequence[ResolvedService], owned: Any) -> Iterator[Problem]:
@@ -675,9 +719,12 @@ def _service(
             if (kind, key) in EARLIER_FORMS:
                 arity = -2
             if arity < 0 and not vllm:
-                severity = FA_FORM if key in _FA else Severity.ERROR
-                if severity is not None:
-                    yield _syntax(path, where, key, kind, spans, severity)
+                if FA_FORM is not None:
+                    # the form written says which builds (build_range): some read it
+                    # as written, or the check after the loop says none does
+                    if i < len(args) and (not args[i].startswith("-") or _number(args[i])):
+                        i += 1
+                    continue
                 i += 1 if i < len(args) and not args[i].startswith("-") else 0
                 continue
             if spans[-1].until is not None:
@@ -755,6 +802,8 @@ def _service(
                 )
                 continue
         yield from _classify(spec, rs, kind, build, path, where, key, flag, values)
+    if build is None and not vllm and FA_FORM is not None and build_range(kind, args) is None:
+        yield _parting(name, kind, tab, args)
     if older:
         assert tab.samples is not None
         yield Problem(
@@ -765,6 +814,25 @@ def _service(
             + " is not known: check them against that build's --help",
             Severity.WARNING,
         )
+
+
+def _parting(name: str, kind: str, tab: Table, args: Sequence[str]) -> Problem:
+    """No build takes every flag of ARGS as written: the flags, each with its builds
+    (the narrowest first), so the user sees which two part."""
+    spans = sorted(
+        _written_spans(tab, args),
+        key=lambda fs: sum((_last(sp) or 1 << 20) - int(sp.first) for sp in fs[1]),
+    )
+    said = "; ".join(
+        f"{flag} as written: {_builds(tab, sps)}" for flag, sps in spans if sps[0].first > 0
+    )
+    return Problem(
+        ("services", name, "args"),
+        f"services.{name}.args: no {kind} build reads all these flags as written ({said}); "
+        "write each flag in the form of the build you run, and that build as "
+        "runtimes.<id>.version (its --version prints it)",
+        FA_FORM or Severity.ERROR,
+    )
 
 
 def _order(build: Any) -> float:
@@ -789,27 +857,6 @@ def _arity_any(spans: Sequence[Span], build: Any) -> int:
     if len(arities) == 1:
         return arities.pop()
     return -2
-
-
-def _syntax(
-    path: Any, where: str, flag: str, kind: str, spans: Sequence[Span], severity: Severity
-) -> Problem:
-    forms = "; ".join(
-        f"builds {_show(sp.first)}"
-        + (f"-{_show(sp.until - 1)}" if sp.until is not None else " on")
-        + f": {'a value' if sp.arity else 'no value'}"
-        for sp in spans
-    )
-    earlier = EARLIER_FORMS.get((kind, flag))
-    if earlier is not None:
-        forms = f"{earlier}; {forms}"
-    return Problem(
-        path,
-        f"{where}: {flag} is read differently by {kind} builds ({forms}) and the spec "
-        f"names no build: write runtimes.<id>.version (the build --version prints), or "
-        f"remove {flag} and let layoutgen render it",
-        severity,
-    )
 
 
 _FA_ON = frozenset({"on", "1", "auto", "true", "enabled", "-1"})

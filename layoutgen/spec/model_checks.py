@@ -278,6 +278,10 @@ def _gpu_types(
             )
             + f"use a model without {qtype} tensors"
             + (", or a newer build" if since else ""),
+            # it starts and runs, slowly (ik PR #492's log: iq1_m_r4 experts on two
+            # A6000s before the kernel came), so a warning: refusing a run that starts
+            # is what a plan must not do
+            Severity.WARNING,
         )
 
 

@@ -212,5 +212,6 @@ def flash_attn_arg(rs: ResolvedService, rt: Runtime | None = None) -> str | None
 
 def flash_attn(rs: ResolvedService, rt: Runtime | None = None) -> bool:
     """Whether RS runs with flash attention, as its runtime decides
-    (:meth:`Runtime.flash_attn`): the one answer argv and sizing share."""
-    return (rt or Runtime()).flash_attn(rs.service.args, bool(rs.gpus))
+    (:meth:`Runtime.flash_attn`: its ``flash_attn:``, else its ``-fa``, else on with
+    GPUs): the one answer argv and sizing share."""
+    return (rt or Runtime()).flash_attn(rs.service.args, bool(rs.gpus), rs.service.flash_attn)

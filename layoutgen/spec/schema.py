@@ -954,6 +954,14 @@ class Service(Strict):
         default=None, description="allow thinking; false renders a zero reasoning budget"
     )
     mlock: bool | None = Field(default=None, description="lock weights in RAM (--mlock)")
+    flash_attn: bool | None = Field(
+        default=None,
+        description=(
+            "flash attention, rendered in the build's own form (ik_llama.cpp: -fa before "
+            "3928, -no-fa to 3984, -fa on|off since; llama.cpp: -fa on|off); default: a "
+            "-fa in 'args', else on with GPUs and off on the CPU alone"
+        ),
+    )
     tensor_split: dict[Ident, Annotated[float, Field(ge=0, le=1e6, allow_inf_nan=False)]] | None = (
         Field(
             default=None,

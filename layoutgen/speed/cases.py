@@ -103,7 +103,9 @@ def host_basis(d: dict[str, Any]) -> str:
     return "measured" if "measured" in (d.get("ram") or {}) else "peak"
 
 
-def machine(d: dict[str, Any]) -> Machine:
+def machine(d: dict[str, Any], threads: int | None = None) -> Machine:
+    """D's memories; THREADS: a result's own thread count (else the record's, else the
+    CPU's cores)."""
     ram = d.get("ram") or {}
     if d.get("cpu") is None:  # a GPU-only record: the host holds no weights
         mems = [Memory(HOST, 1e9, 1e9)]
@@ -118,7 +120,8 @@ def machine(d: dict[str, Any]) -> Machine:
                 int(ram.get("channels", cpu.channels)), int(ram.get("mts", cpu.mts))
             )
         )
-        mems = [Memory(HOST, bw, cpu.flops(int(d.get("threads", cpu.cores))))]
+        n = threads or int(d.get("threads", cpu.cores))
+        mems = [Memory(HOST, bw, cpu.flops(n), threads=min(n, cpu.cores))]
     for i, name in enumerate(d.get("gpus", [])):
         g = hardware.gpu(name)
         mems.append(Memory(f"CUDA{i}", g.bandwidth, g.fp16_flops, g.pcie))
@@ -129,6 +132,9 @@ def workload(s: Shape, p: dict[str, Any], gpus: int) -> Workload:
     """Chunks for placement P: dense layers split over GPUS evenly (or at split_at)."""
     if p.get("cpu_only") or gpus == 0:
         dense_dev = dict.fromkeys(s.layers, HOST)
+    elif "ngl" in p:  # llama.cpp -ngl N < the layer count: the last N layers on CUDA0
+        first = len(s.layers) - int(p["ngl"])
+        dense_dev = {x: "CUDA0" if i >= first else HOST for i, x in enumerate(s.layers)}
     else:
         cuts = (p.get("split_at") or [])[: gpus - 1] or [
             s.layers[0] + round(i * len(s.layers) / gpus) for i in range(1, gpus)
@@ -183,8 +189,9 @@ def load(path: Path) -> Record:
     for r in d["results"]:
         place = {**d.get("placement", {}), **r.get("placement", {})}
         w = workload(s, place, int(place.get("gpus_used", len(m.gpus))))
+        mr = machine(d["hardware"], int(r["threads"])) if "threads" in r else m
         out.append(
-            Measurement(f"{d['id']}: {r['name']}", m, w, int(r["depth"]), float(r["measured"]))
+            Measurement(f"{d['id']}: {r['name']}", mr, w, int(r["depth"]), float(r["measured"]))
         )
     basis = host_basis(d["hardware"])
     blind = d.get("cannot_see")

@@ -131,6 +131,46 @@ GPUS: dict[str, GpuFacts] = {
             "NVIDIA RTX A6000 datasheet: 48 GB GDDR6, 384-bit, 768 GB/s",
         ),
         GpuFacts(
+            "RTX 2080 Ti",
+            616 * GB,
+            53.8e12,
+            PCIE3,
+            "NVIDIA Turing TU102 whitepaper (RTX 2080 Ti): 11 GB GDDR6, 352-bit, 616 GB/s; "
+            "FP16 tensor with FP32 accumulate 53.8 TFLOPS",
+        ),
+        GpuFacts(
+            "RTX 3060 12GB",
+            360 * GB,
+            51.2e12,
+            PCIE4,
+            "NVIDIA GeForce RTX 3060 specifications: 12 GB GDDR6, 192-bit, 15 Gbps (360 GB/s); "
+            "28 SMs, FP16 tensor with FP32 accumulate about 51 TFLOPS",
+        ),
+        GpuFacts(
+            "Apple M1 Ultra GPU",
+            800 * GB,
+            21.2e12,
+            0.0,
+            "Apple M1 Ultra: 800 GB/s unified LPDDR5 memory; 64-core GPU, 21 TFLOPS FP32 (FP16 "
+            "at the same rate); no host link: the CPU shares the memory",
+        ),
+        GpuFacts(
+            "Apple M3 Ultra GPU",
+            819 * GB,
+            28.4e12,
+            0.0,
+            "Apple M3 Ultra: 819 GB/s unified LPDDR5 memory; 80-core GPU about 28 TFLOPS FP32; "
+            "no host link",
+        ),
+        GpuFacts(
+            "Instinct MI50",
+            1024 * GB,
+            26.5e12,
+            PCIE4,
+            "AMD Radeon Instinct MI50 (32 GB) datasheet: 4096-bit HBM2, 1024 GB/s; 26.5 TFLOPS "
+            "FP16 (the MI60 shares its memory system)",
+        ),
+        GpuFacts(
             "RTX 5060 Ti 16GB",
             448 * GB,
             47e12,
@@ -228,6 +268,26 @@ CPUS: dict[str, CpuFacts] = {
             6400,
             "Intel Xeon 6980P (Granite Rapids) ark: 128 cores, 2.0 GHz, 12 channels DDR5-6400 "
             "(MRDIMM-8800 also supported)",
+        ),
+        CpuFacts(
+            "Core i5-4278U",
+            2,
+            2.6,
+            32,
+            2,
+            1600,
+            "Intel Core i5-4278U ark: 2 cores (Haswell, AVX2 2 x FMA), 2.6 GHz, 2 channels "
+            "DDR3L-1600",
+        ),
+        CpuFacts(
+            "Core i9-13900K",
+            24,
+            3.0,
+            32,
+            2,
+            5600,
+            "Intel Core i9-13900K ark: 8 P-cores (3.0 GHz base) + 16 E-cores, 32 threads, 2 "
+            "channels DDR5-5600 (AVX2: 2 FMA x 8 lanes x 2)",
         ),
         CpuFacts(
             "Core i9-10900X",

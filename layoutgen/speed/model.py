@@ -45,6 +45,8 @@ class Memory:
     bandwidth: float
     flops: float
     pcie: float = 0.0  # GPUs: host link bytes/s
+    #: host RAM: the threads decoding (0: not known, no per-thread limit)
+    threads: int = 0
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,9 @@ class Workload:
     n_expert_used: int
     kv_per_token: tuple[tuple[str, float], ...] = ()  # (device, bytes per context token)
     heat: HeatProfile = UNIFORM
+    #: the runtime replays a whole decode step as one CUDA graph (vLLM): no per-layer
+    #: launches or thread barriers (Constants.gpu_layer, cpu_layer_thread)
+    graphed: bool = False
 
     def with_heat(self, heat: HeatProfile) -> Workload:
         return replace(self, heat=heat)
@@ -113,6 +118,17 @@ class Constants:
     token_overhead: float = 0.5e-3  # sampling, graph reuse/launch per token (seconds)
     op_offload_min_batch: int = 32  # llama.cpp ggml_backend_sched: offload at >= 32 tokens
     compute_efficiency: float = 0.5  # prefill FLOPs as a share of peak (untested)
+    #: host RAM bytes/s one decoding thread pulls at most (its outstanding misses over
+    #: DRAM latency, less its share of the dequantising work): fitted on
+    #: tests/speed_data (layoutgen.speed.lomo); 0 turns the limit off
+    thread_bandwidth: float = 0.0
+    #: per token and layer a GPU computes a part of: kernel launches and their gaps
+    #: (seconds); fitted on tests/speed_data (layoutgen.speed.priors), rounded
+    gpu_layer: float = 56e-6
+    #: per token, layer host RAM computes a part of, and decoding thread: the wake-ups
+    #: and barriers of the layer's ops, each thread's arrival an atomic on one cache
+    #: line, so linear in threads (seconds); fitted on tests/speed_data (priors), rounded
+    cpu_layer_thread: float = 7.7e-6
 
 
 DEFAULT = Constants()
@@ -160,6 +176,10 @@ class _Prepared:
     groups: tuple[tuple[Chunk, ...], ...]
     devices: tuple[tuple[str, ...], ...]
     hops: int
+    #: device -> the layers it computes a part of: each a round of kernel launches
+    #: (a GPU) or a graph split's start and join of the threads (host RAM's), whether
+    #: the layer is whole there or only its routed experts
+    layers: Mapping[str, float] = field(default_factory=dict)
 
 
 _PREPARED: dict[int, tuple[Workload, _Prepared]] = {}
@@ -196,7 +216,14 @@ def _prepared(w: Workload) -> _Prepared:
     groups = tuple(tuple(grouped[k]) for k in keys)
     devices = tuple(tuple(sorted(on[k])) for k in keys)
     n = _path_hops(devices, range(len(devices)))
-    prepared = _Prepared(nbytes, flops, {k: i for i, k in enumerate(keys)}, groups, devices, n)
+    per_device: dict[str, set[int]] = {}
+    for (layer, _), devs in on.items():
+        for d in devs:
+            per_device.setdefault(d, set()).add(layer)
+    layers = {} if w.graphed else {d: float(len(v)) for d, v in per_device.items()}
+    prepared = _Prepared(
+        nbytes, flops, {k: i for i, k in enumerate(keys)}, groups, devices, n, layers
+    )
     if len(_PREPARED) > 256:
         _PREPARED.clear()
     _PREPARED[id(w)] = (w, prepared)  # the workload is held, so its id stays its own
@@ -215,6 +242,7 @@ def decode(
     ``w.chunks``, on device TO instead)."""
     pre = _prepared(w)
     nbytes, flops, n = dict(pre.nbytes), dict(pre.flops), pre.hops
+    layers: Mapping[str, float] = pre.layers
     if moved:
         ids = {id(c) for c in moved}
         for c in moved:
@@ -228,14 +256,42 @@ def decode(
         for i in touched:
             devices[i] = tuple(sorted({to if id(c) in ids else c.device for c in pre.groups[i]}))
         n += _path_hops(devices, touched) - _path_hops(pre.devices, touched)
+        layers = dict(pre.layers)
+        for layer in {c.layer for c in moved} if not w.graphed else ():
+            keys = [pre.index[key] for key in ((layer, False), (layer, True)) if key in pre.index]
+            for d in {d for i in keys for d in pre.devices[i]}:
+                layers[d] -= 1
+            for d in {d for i in keys for d in devices[i]}:
+                layers[d] = layers.get(d, 0.0) + 1
     for dev, per_token in w.kv_per_token:
         nbytes[dev] = nbytes.get(dev, 0.0) + per_token * depth
     seconds = {}
     for dev, b in nbytes.items():
         mem = m.memory(dev)
         f = max(flops.get(dev, 0.0), 0.0)  # moved away to the last chunk: rounding only
-        seconds[dev] = max(max(b, 0.0) / (m.eta(dev) * mem.bandwidth), f / mem.flops)
+        seconds[dev] = max(
+            max(b, 0.0) / effective_bandwidth(m, mem, k), f / mem.flops
+        ) + layer_overhead(mem, layers.get(dev, 0.0), k)
     return Breakdown(seconds, nbytes, n, n * k.hop_latency, k.token_overhead)
+
+
+def effective_bandwidth(m: Machine, mem: Memory, k: Constants = DEFAULT) -> float:
+    """The bytes/s a decode reads MEM at: its efficiency x its bandwidth, and for host
+    RAM at most what its threads pull (threads x ``k.thread_bandwidth``)."""
+    bw = m.eta(mem.name) * mem.bandwidth
+    if mem.name == HOST and mem.threads and k.thread_bandwidth:
+        return min(bw, mem.threads * k.thread_bandwidth)
+    return bw
+
+
+def layer_overhead(mem: Memory, layers: float, k: Constants = DEFAULT) -> float:
+    """Seconds a token spends on MEM's LAYERS besides reading and computing: a GPU
+    launches each layer's kernels (``k.gpu_layer``); host RAM's threads are woken and
+    meet at barriers, each arrival an atomic on one cache line, so it costs more the
+    more threads come (``k.cpu_layer_thread`` x threads)."""
+    if mem.name == HOST:
+        return layers * mem.threads * k.cpu_layer_thread
+    return layers * k.gpu_layer
 
 
 def distinct_share(n_expert: int, used: int, tokens: int) -> float:

@@ -1,8 +1,10 @@
 """The efficiencies a machine gets before it is calibrated, fitted on tests/speed_data.
 
-Three priors, one per kind of figure, each the median over the machines of the fitting
-set (``tests/speed_data/*.yaml``; the held-out results in ``tests/speed_data/heldout/``
-are never read here):
+Three priors, one per kind of figure, fitted together on the fitting set
+(``tests/speed_data/*.yaml``; the held-out results in ``tests/speed_data/heldout/``
+are never read here) by :func:`layoutgen.speed.lomo.fit`: every machine weighs the
+same, records marked ``cannot_see`` are not fitted.  The per-machine fits below
+(:func:`gpu_fits`, :func:`host_fits`) show the spread between machines:
 
 - GPU memory: one efficiency fitted per machine whose results keep nothing in host RAM
   (every layer on GPUs), over the GPUs' datasheet peaks;
@@ -22,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from layoutgen.speed import cases, model
+from layoutgen.speed import cases, lomo, model
 
 
 def _on(rec: cases.Record, gpu_eta: float | None) -> list[model.Measurement]:
@@ -60,13 +62,25 @@ def host_fits(records: Sequence[cases.Record], gpu_eta: float, basis: str) -> di
 
 
 def priors(folder: Path) -> tuple[float, float, float | None]:
-    """(GPU, host peak, host measured) medians over FOLDER's machines; the last is None
-    without a machine that gives a measured bandwidth."""
+    """(GPU, host peak, host measured) fitted together on FOLDER's machines
+    (lomo.fit); the last is None without a machine that gives a measured bandwidth."""
+    records = cases.load_dir(folder)
+    g = lomo.fit(records)
+    has_measured = any(r.host_basis == "measured" and r.cannot_see is None for r in records)
+    return g.gpu, g.peak, g.measured if has_measured else None
+
+
+def constants(folder: Path) -> lomo.Globals:
+    """Every shared constant fitted on FOLDER (model.Constants' gpu_layer,
+    cpu_layer_thread and thread_bandwidth among them)."""
+    return lomo.fit(cases.load_dir(folder))
+
+
+def medians(folder: Path) -> tuple[float, float]:
+    """(GPU, host peak): the medians of the per-machine fits (the spread's middle)."""
     records = cases.load_dir(folder)
     gpu = statistics.median(gpu_fits(records).values())
-    peak = statistics.median(host_fits(records, gpu, "peak").values())
-    measured = host_fits(records, gpu, "measured")
-    return gpu, peak, statistics.median(measured.values()) if measured else None
+    return gpu, statistics.median(host_fits(records, gpu, "peak").values())
 
 
 def main() -> int:

@@ -1,8 +1,8 @@
 """Print the oracle suite's accuracy table: predicted vs logged, per case and buffer.
 
-    make oracle-report        (needs `make runtime`)
+    make oracle-report        (needs `make runtime`; --docs: into docs/explanation/accuracy.md)
 
-The same runs as tests/test_oracle.py, as a Markdown table for the README:
+The same runs as tests/test_oracle.py, as a Markdown table for docs/explanation/accuracy.md:
 case, buffer, part, what the plan predicted, what llama.cpp logged, the
 error and the plan's basis (exact / estimated).  ``CPU_Mapped`` rows with
 mmap are the span of the file llama.cpp maps, not a size the plan predicts.
@@ -16,6 +16,10 @@ import tempfile
 from pathlib import Path
 
 from tests.oracle import cases, harness, models
+
+#: where the table is shown; --docs rewrites it between these markers
+DOCS_PAGE = Path(__file__).resolve().parents[2] / "docs" / "explanation" / "accuracy.md"
+BEGIN, END = "<!-- oracle-report:begin -->", "<!-- oracle-report:end -->"
 
 
 def main() -> int:
@@ -59,14 +63,22 @@ def main() -> int:
                 ]
                 parts = ("weights", "kv", "compute")
                 rows += sorted(renamed, key=lambda r: (r.buffer, parts.index(r.part)))
-    print("| case | buffer | part | predicted MiB | logged MiB | error | basis |")
-    print("|---|---|---|---:|---:|---:|---|")
+    table = [
+        "| case | buffer | part | predicted MiB | logged MiB | error | basis |",
+        "|---|---|---|---:|---:|---:|---|",
+    ]
     for r in rows:
         error = f"{r.error * 100:+.2f} %" if r.logged else "n/a"
-        print(
+        table.append(
             f"| {r.case} | {r.buffer} | {r.part} | {r.predicted / 2**20:.2f} | "
             f"{r.logged / 2**20:.2f} | {error} | {r.basis} |"
         )
+    print("\n".join(table))
+    if "--docs" in sys.argv[1:]:  # make oracle-report: the table on the accuracy page
+        page = DOCS_PAGE.read_text()
+        head, _, rest = page.partition(BEGIN)
+        _, _, tail = rest.partition(END)
+        DOCS_PAGE.write_text(f"{head}{BEGIN}\n\n" + "\n".join(table) + f"\n\n{END}{tail}")
     for part in ("weights", "kv", "compute"):
         errs = [
             abs(r.error) for r in rows if r.part == part and r.logged and r.buffer != "CPU_Mapped"

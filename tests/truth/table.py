@@ -15,12 +15,13 @@ measures, and per-device totals are taken with the logged weights (the
 plan's weights are exact when the profile comes from the GGUF, as the
 oracle suites show).
 
-``python -m tests.truth.table`` prints the table; ``--readme`` rewrites its
-section in README.md (``make truth-table``).
+``python -m tests.truth.table`` prints the table; ``--docs`` (or its old name
+``--readme``) rewrites its section in docs/explanation/accuracy.md (``make truth-table``).
 """
 
 from __future__ import annotations
 
+import datetime
 import re
 import sys
 import tempfile
@@ -32,7 +33,6 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from layoutgen import runtimes
 from layoutgen.calibrate.startlog import read_log
 from layoutgen.core.override import Rule, apply
 from layoutgen.core.placement import expert_layer
@@ -40,6 +40,7 @@ from layoutgen.errors import InvalidInput
 from layoutgen.inputs import source
 from layoutgen.models.profile import dump_profile
 from layoutgen.render.validate import validate_document
+from layoutgen.spec import flags as flag_table
 from tests.truth import synth
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,6 +114,30 @@ def version(record: Mapping[str, Any]) -> str | None:
         return m["n"]
     posted = record.get("posted")
     return str(posted) if posted else None
+
+
+def ik_build(record: Mapping[str, Any]) -> int | None:
+    """RECORD's ik_llama.cpp build as a number: its own, else the newest of the day it
+    was posted (flags.build_of_day); None: not known (the newest forms)."""
+    v = version(record)
+    if v is None:
+        return None
+    if v.isdigit():
+        return int(v)
+    try:
+        return flag_table.build_of_day(datetime.date.fromisoformat(v))
+    except ValueError:
+        return None
+
+
+def _reads(build: int | None, flag: str, arity: int) -> bool:
+    """Whether ik_llama.cpp BUILD (None: the newest) has FLAG, reading ARITY values."""
+    tab = flag_table.table("ik_llama.cpp")
+    spans = tab.rows[flag][1]
+    if build is None:
+        return spans[-1].until is None and spans[-1].arity == arity
+    found = flag_table.at(tab, spans, build).span
+    return found is not None and found.arity == arity
 
 
 def _flag(settings: Mapping[str, Any], key: str) -> Any:
@@ -266,7 +291,8 @@ def _experts(
     placed = {layer: where.pop() for layer, where in per_layer.items()}
     if all(w == "host" for w in placed.values()):
         return {"mode": "host"}
-    if all(w == layer_gpu.get(layer) for layer, w in placed.items()):
+    # experts where their layers are (a layer -ngl leaves on the CPU: host)
+    if all(w == layer_gpu.get(layer, "host") for layer, w in placed.items()):
         return {"mode": "gpu"}
     by_gpu: dict[str, list[int]] = {}
     for layer, w in sorted(placed.items()):
@@ -331,17 +357,34 @@ def spec_for(
     # flash attention as the record's build spells it: a bare -fa (on; off by default)
     # on ik before 3928, -fa on|off since (the command the run had, build or none)
     args: list[str] = ["-fa", "on" if _fa(s.get("flash_attn")) else "off"]
-    build = version(record)
-    ik = record.get("runtime") == "ik_llama.cpp"
-    if ik and build is not None and runtimes.get("ik_llama.cpp", build).fa_bare():
-        args = ["-fa"] if _fa(s.get("flash_attn")) else []
+    fa_key: dict[str, bool] = {}
+    on, n = _fa(s.get("flash_attn")), ik_build(record)
+    if record.get("runtime") == "ik_llama.cpp" and n is not None:
+        written = flag_table.flash_attn_args("ik_llama.cpp", n, on)
+        if written is None or (not on and shares):
+            # off where no flag of the build says off (before 3928 none is given;
+            # 3928-3984 -no-fa): layoutgen would render -fa on with GPUs, so the spec
+            # says 'flash_attn: false' and layoutgen writes the build's form
+            args, fa_key = [], {"flash_attn": False}
+        else:
+            args = written
     if record.get("runtime") == "ik_llama.cpp":
+        # each flag in the form the record's build reads (the command it ran): -mla a
+        # switch before 3575, -amb from 3576, -fmoe before 3928 and -no-fmoe since
+        n = ik_build(record)
         if s.get("mla") is not None:
-            args += ["-mla", str(s["mla"])]
-        args += ["-amb", str(s.get("attn_max_b") or 0)]  # 0 when the log says so
+            mla = int(s["mla"])
+            if _reads(n, "-mla", 1):
+                args += ["-mla", str(mla)]
+            elif _reads(n, "-mla", 0) and mla:
+                args.append("-mla")
+        if _reads(n, "-amb", 1):
+            args += ["-amb", str(s.get("attn_max_b") or 0)]  # 0 when the log says so
         fmoe = s.get("fused_moe")
-        if fmoe is not None:
-            args.append("-fmoe" if _fa(fmoe) else "-no-fmoe")
+        if fmoe is not None and _fa(fmoe) and _reads(n, "-fmoe", 0):
+            args.append("-fmoe")
+        elif fmoe is not None and not _fa(fmoe) and _reads(n, "-no-fmoe", 0):
+            args.append("-no-fmoe")
     flags = [str(f) for f in s.get("other_flags") or []]
     if "--no-mmap" in flags:
         args.append("--no-mmap")
@@ -375,6 +418,7 @@ def spec_for(
         "cache_type_v": str(s.get("type_v") or s.get("type_k") or "f16").lower(),
         "experts": dict(experts) if n_gpus else {"mode": "host"},
         "mlock": "--mlock" in flags,
+        **fa_key,
         "args": args,
     }
     if overrides:
@@ -616,6 +660,8 @@ def markdown(outcomes: list[Outcome]) -> str:
 
 
 BEGIN, END = "<!-- truth-table:begin -->", "<!-- truth-table:end -->"
+#: the page that shows the table (it moved out of README.md with the docs site, issue 32)
+DOCS_PAGE = ROOT / "docs" / "explanation" / "accuracy.md"
 
 
 def rewrite_readme(text: str, table: str) -> str:
@@ -632,9 +678,9 @@ def main(argv: list[str]) -> int:
         return 0
     outcomes = evaluate_all()
     table = markdown(outcomes)
-    if "--readme" in argv:
-        readme = ROOT / "README.md"
-        readme.write_text(rewrite_readme(readme.read_text(), table))
+    if "--docs" in argv or "--readme" in argv:
+        page = DOCS_PAGE
+        page.write_text(rewrite_readme(page.read_text(), table))
     sys.stdout.write(table)
     return 0
 

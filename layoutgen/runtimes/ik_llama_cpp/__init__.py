@@ -76,6 +76,14 @@ RULES = (
         "overridden (-ot, --cpu-moe)",
     ),
     rule(
+        "mla-3-by-default",
+        3983,
+        "2025-11-12",
+        "ik_llama.cpp PR #943 (ddc88bac1)",
+        "an MLA model without -mla runs MLA 3 (common.h mla_attn = 3); before, 0: "
+        "standard attention, a full K and V cache per head",
+    ),
+    rule(
         "flash-attn-value",
         3989,
         "2025-11-13",
@@ -273,7 +281,8 @@ class IkLlamaCpp(Runtime):
         with_output = output_device(s) is not None
         by_count = split_by_count(list(layers), s.devices, shares, output=with_output)
         sizes, output = split_sizes(s.profile, kv_per_layer, s.kv.ubatch)
-        sizes = {il: b for il, b in sizes.items() if il in set(layers)}
+        wanted = set(layers)
+        sizes = {il: b for il, b in sizes.items() if il in wanted}
         by_size = split_by_size(sizes, output if with_output else 0, s.devices, shares)
         if by_size == by_count:
             return by_size  # the rule changes nothing here: not asked (solve.builds)
@@ -315,6 +324,9 @@ class IkLlamaCpp(Runtime):
 
     def kv_for_nextn(self) -> bool:
         return not self.follows("kv-skips-unused-layers")
+
+    def mla_default(self) -> int | None:
+        return 3 if self.follows("mla-3-by-default") else 0
 
     def v_cache_needs_flash_attn(self, cache_type_v: str) -> bool:
         """ik accepts only f16 and bf16 V caches without flash attention."""

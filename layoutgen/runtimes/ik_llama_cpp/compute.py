@@ -57,6 +57,7 @@ with -amb 512 on a 2025-09 build (issue 756) to 1 %.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -93,6 +94,36 @@ def masks(s: Setting) -> int:
     """How many KQ masks the graph builds: two with sliding-window layers."""
     hp = s.profile.hparams
     return 2 if hp.swa_layers and hp.sliding_window else 1
+
+
+@functools.lru_cache(maxsize=64)
+def _types(profile: Profile) -> frozenset[str]:
+    return frozenset(t.type for t in profile.tensors())
+
+
+def _gpu_weights_run_on_host(
+    s: Setting, layers: Mapping[int, str], experts: Mapping[int, str]
+) -> int:
+    """The largest weight on a GPU whose type this build's CUDA backend cannot multiply
+    (cuda_types): the scheduler runs its op on the CPU and copies the weight into the
+    host compute buffer for it, one op at a time.  ik PR #492's log (DeepSeek-R1's
+    iq1_m_r4 down experts on two A6000s, a build before PR #494's kernel): CUDA_Host
+    compute 932 MiB, an iq1_m_r4 expert tensor (784 MiB) beside the usual 46-190."""
+    from layoutgen.core.placement import expert_kind, loaded
+
+    if not s.devices:
+        return 0
+    lacking = {q for q in sorted(_types(s.profile)) if s.rt.gpu_matmul(q) is not True}
+    if not lacking:
+        return 0
+    biggest = 0
+    for t in loaded(s.profile, s.rt):
+        if t.type not in lacking or len(t.shape) < 2 or t.layer is None:
+            continue
+        where = experts.get(t.layer) if expert_kind(t.name) else layers.get(t.layer)
+        if where in s.devices:
+            biggest = max(biggest, t.nbytes)
+    return biggest
 
 
 def _expert_layers(s: Setting) -> list[int]:
@@ -270,6 +301,7 @@ def estimate(
         host = (mask + e * ub * F32) * copies
         if host_runs_experts:
             host += _host_experts(s, fused)
+        host += _gpu_weights_run_on_host(s, layers, experts)
         if partial:
             # the CPU layers' residual stream besides the embeddings' rows: a llama-2 at
             # -ngl 0 logged both (21.01 MiB), Qwen3-235B at -ngl 63 only the rows

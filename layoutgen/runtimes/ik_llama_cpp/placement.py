@@ -35,11 +35,17 @@ def split_sizes(
     ubatch x n_expert_used x 4 B, plus n_embd x ubatch x 8 B).
     """
     hp = profile.hparams
-    nextn = nextn_layers(profile)
-    sizes, output = layer_sizes(loaded(profile, _ik()))
+    nextn, (sizes, output) = nextn_layers(profile), _layer_sizes(profile)
     sizes = {n: (0 if n in nextn else b) + kv_per_layer.get(n, 0) for n, b in sizes.items()}
     logits = (hp.vocab or 0) * ubatch * 4
     return sizes, output + logits - expert_activations(profile, ubatch)
+
+
+@functools.lru_cache(maxsize=64)
+def _layer_sizes(profile: Profile) -> tuple[dict[int, int], int]:
+    """ik's layer sizes of PROFILE's loaded tensors (the same for every build): a
+    94-layer model's ~1,100 tensors summed once, not once per build and service."""
+    return layer_sizes(loaded(profile, _ik()))
 
 
 @functools.lru_cache(maxsize=64)

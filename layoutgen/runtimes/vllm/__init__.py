@@ -99,6 +99,16 @@ RELEASES: tuple[Release, ...] = (
         "the profile, inside the budget",
     ),
     Release(
+        "flashinfer-sampler-opt-in",
+        (0, 11, 1),
+        "vllm/v1/sample/ops/topk_topp_sampler.py of the 0.11.1 wheel: FlashInfer's top-k/"
+        "top-p sampling only with VLLM_USE_FLASHINFER_SAMPLER=1 (0.8.0-0.11.0: whenever "
+        "flashinfer is importable, unless it is 0) (vllm_memory.flashinfer_sampler)",
+        "the sampler sorts its logits (39 B a logit at the profile's peak) unless "
+        "VLLM_USE_FLASHINFER_SAMPLER=1; before, FlashInfer samples (14 B) wherever the "
+        "image has it, which the plan counts only where the service's env says so",
+    ),
+    Release(
         "language-model-only",
         (0, 17, 0),
         "vllm/engine/arg_utils.py of the 0.17.0 wheel: --language-model-only (PR #34120, "
@@ -200,7 +210,7 @@ class Vllm(Runtime):
             raise VersionError(
                 f"vLLM {printable(clip(text))} runs the V0 engine, which layoutgen does not "
                 "plan (its memory profile and flags differ from V1's, and the public V0 logs "
-                "it was checked against miss by up to 25 %); move to vLLM 0.9.2 or later "
+                "it was checked against miss by up to 9 %); move to vLLM 0.9.2 or later "
                 '(write version: "0.9.2" and an image of that release, e.g. '
                 "docker.io/vllm/vllm-openai:v0.9.2; 0.8.x also plans, but counts every "
                 "process on its GPUs as its own)"
@@ -377,12 +387,17 @@ def plan_budget(
     spec: int = 0,
     parallel: int | None = None,
     estimate_cudagraphs: bool | None = None,
+    flashinfer_sampler: bool | None = None,
+    nvlink: bool | None = None,
 ) -> Budget:
     """The budget for ``parallel`` requests of ``max_model_len`` tokens (default
     ``max_num_seqs``), with vLLM's scheduler admitting ``max_num_seqs`` at once: that
     sizes the dummy sampler's rows and the CUDA graphs' batch sizes, not the KV cache.
 
-    ``totals``: each GPU's total memory.  ``room``: the most the budget may
+    ``totals``: each GPU's total memory.  ``flashinfer_sampler``: the service's
+    VLLM_USE_FLASHINFER_SAMPLER (:func:`~layoutgen.runtimes.vllm.memory.flashinfer_sampler`);
+    ``nvlink``: whether its GPUs talk over NVLink
+    (:func:`~layoutgen.runtimes.vllm.memory.nvlink_between`).  ``room``: the most the budget may
     take on the tightest of them beside everything else; when what that leaves
     for KV is below one request, vLLM would refuse to start, and
     :class:`~layoutgen.runtimes.vllm.memory.KvCacheRefused` says what fits.
@@ -401,6 +416,8 @@ def plan_budget(
         enforce_eager=enforce_eager,
         spec_tokens=spec,
         estimate_cudagraphs=estimate_cudagraphs,
+        flashinfer_sampler=flashinfer_sampler,
+        nvlink=nvlink,
     )
     weights = vm.Term(math.ceil(model.weights_bytes / tp), vm.Basis.EXACT)
     # speculative decoding: the rejection sampler's rows (vm.sampler_rows), and the

@@ -12,7 +12,8 @@ costs KV blocks in the plan, one that is too low is the OOM the plan exists to
 prevent.
 
 Sources (wheels from PyPI, read for this module): vLLM 0.8.5, 0.9.2, 0.10.1.1,
-0.11.0, 0.19.1, 0.20.0, 0.20.2, 0.21.0, 0.33.0 —
+0.10.2, 0.11.0, 0.11.1, 0.11.2, 0.12.0, 0.19.1, 0.20.0, 0.20.2, 0.21.0, 0.33.0, and
+flashinfer-python 0.2.11 (``flashinfer/sampling.py``) —
 ``vllm/v1/worker/gpu_worker.py`` (``determine_available_memory``),
 ``vllm/utils/mem_utils.py`` (``memory_profiling``), ``vllm/v1/worker/utils.py``
 (``request_memory``), ``vllm/v1/core/kv_cache_utils.py`` (``get_num_blocks``,
@@ -20,7 +21,11 @@ Sources (wheels from PyPI, read for this module): vLLM 0.8.5, 0.9.2, 0.10.1.1,
 ``estimate_max_model_len``, ``_get_kv_cache_groups_uniform_page_size``),
 ``vllm/v1/kv_cache_interface.py`` (``FullAttentionSpec``, ``SlidingWindowSpec``,
 ``MLAAttentionSpec``), ``vllm/v1/worker/gpu_model_runner.py`` (``profile_run``,
-``_dummy_sampler_run``, ``profile_cudagraph_memory``), ``vllm/envs.py``.
+``_dummy_sampler_run``, ``profile_cudagraph_memory``), ``vllm/v1/sample/sampler.py`` and
+``vllm/v1/sample/ops/topk_topp_sampler.py`` (the dummy sampler's tensors),
+``vllm/distributed/device_communicators/custom_all_reduce.py`` and ``pynccl.py`` (what a
+TP worker allocates outside torch), ``vllm/env_override.py`` (NCCL_CUMEM_ENABLE=0),
+``vllm/envs.py``.
 The V0 engine (before 0.8) is covered for the logs that print its terms.
 """
 
@@ -58,6 +63,15 @@ KV_DTYPE_BYTES: dict[str, int] = {
 #: with :data:`ACTIVATION_MARGIN` on top put 1,024-row peaks 12 % high, which on
 #: an 80 GB card with a large checkpoint is 10 % of the KV cache (issue 35).
 SAMPLER_BYTES_PER_LOGIT = 39
+#: The same with FlashInfer's top-k/top-p sampling, which samples without sorting
+#: (``TopKTopPSampler.forward_cuda`` -> ``flashinfer_sample`` of the 0.10.1.1 wheel;
+#: ``top_k_top_p_sampling_from_logits`` of flashinfer-python 0.2.11 masks the top k into
+#: a new fp32 tensor and softmaxes that): model-dtype logits (2), their fp32 copy (4,
+#: divided by the temperature in place), the masked logits (4) and probs (4) = 14.  The
+#: dennislee22 A100 logs that print "Using FlashInfer for top-p & top-k sampling" (256
+#: rows of Qwen2's 152,064 logits) leave 0.55 GiB for the activation and non-torch terms
+#: together, 13-14 B a logit; the sorting sampler's 39 B would be 1.41 GiB.
+SAMPLER_BYTES_PER_LOGIT_FLASHINFER = 14
 #: Headroom on the forward pass's estimate (fitted to fewer logs than the sampler):
 #: it must come out high, not low.
 ACTIVATION_MARGIN = 1.05
@@ -84,10 +98,23 @@ NCCL_AFTER_SNAPSHOT = int(0.45 * GiB)
 #: GPU after the profile run (total - free - torch's allocations): their own CUDA
 #: context, and every other process's memory
 SNAPSHOT_BASELINE = (0, 9, 2)
-#: NCCL and custom all-reduce buffers of a TP > 1 worker (PR 10511, TP 2 on H100s:
-#: +1.79 GiB; 0.30 GiB on two PCIe L40S in issue 15815; the channels NCCL opens
-#: follow the links, which a spec does not describe, so the larger is planned).
+#: NCCL and custom all-reduce buffers of a TP > 1 worker whose GPUs talk over NVLink.
+#: NCCL keeps each channel's send/receive buffers (per protocol: SIMPLE's NCCL_BUFFSIZE
+#: of 4 MiB, LL128, LL) in device memory under its P2P transport, and opens many
+#: channels on NVLink; vLLM's custom all-reduce adds two 8 MiB IPC buffers and their
+#: metadata (cudaMalloc'd outside torch: CustomAllreduce.create_shared_buffer of the
+#: 0.10.1.1 wheel) and an 8 MiB torch tensor.  PR 10511's TP 2 on H100s: +1.79 GiB over
+#: TP 1 (3.58 against 1.79); distagentgc's TP 2 on 40 GB A100-class cards: +1.45 (1.54
+#: against 0.09 GiB).  The larger is planned, and wherever NVLink is not ruled out.
 NON_TORCH_TP = int(1.79 * GiB)
+#: The same where the GPUs have no NVLink between them: NCCL's PCIe rings open few
+#: channels, and without peer access (vLLM: "Custom allreduce is disabled because your
+#: platform lacks GPU P2P capability"; NCCL_P2P_DISABLE=1) its SHM transport keeps the
+#: buffers in host shared memory.  Two PCIe L40S at TP 2 (issue 15815, 0.7.1) measure
+#: 0.30 GiB of non-torch memory in all; dennislee22's two A100 80GB pods without P2P
+#: (0.10.1.1) leave 0.13 GiB more outside the KV cache than the same model at TP 1, with
+#: half the weights and the same sampler.  Planned at the larger.
+NON_TORCH_TP_PCIE = int(0.30 * GiB)
 #: vLLM 0.6.5-0.6.6 measured from before the CUDA context (PR 10511; PR 12126
 #: moved the baseline after it in 0.7.0): the context counts as non-torch, as it
 #: does in the V1 worker of 0.8.0-0.9.1 (:func:`device_wide`).
@@ -184,6 +211,12 @@ class VllmService:
     #: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS as the service's environment sets it
     #: (None: not set, the release's default)
     estimate_cudagraphs: bool | None = None
+    #: VLLM_USE_FLASHINFER_SAMPLER as the service's environment sets it (None: not set;
+    #: see :func:`flashinfer_sampler`)
+    flashinfer_sampler: bool | None = None
+    #: whether the service's GPUs talk over NVLink (None: not known, planned as NVLink;
+    #: see :func:`nvlink_between`)
+    nvlink: bool | None = None
 
     @property
     def v1(self) -> bool:
@@ -394,11 +427,35 @@ def activation_estimate(model: VllmModel, service: VllmService) -> int:
     tokens = service.max_num_batched_tokens
     forward = tokens * forward_bytes_per_token(model, service.tensor_parallel_size)
     rows = sampler_rows(service)
-    sampler = (
-        rows * model.vocab_size * SAMPLER_BYTES_PER_LOGIT
-        + tokens * model.hidden_size * model.dtype_bytes
+    per_logit = (
+        SAMPLER_BYTES_PER_LOGIT_FLASHINFER
+        if flashinfer_sampler(service)
+        else SAMPLER_BYTES_PER_LOGIT
     )
+    sampler = rows * model.vocab_size * per_logit + tokens * model.hidden_size * model.dtype_bytes
     return max(int(forward * ACTIVATION_MARGIN), sampler)
+
+
+#: the first V1 release whose FlashInfer sampler is opt-in (topk_topp_sampler.py of the
+#: 0.11.1 wheel: ``if envs.VLLM_USE_FLASHINFER_SAMPLER``); 0.8.0-0.11.0 use it whenever
+#: flashinfer is importable unless the variable is 0 (``is not False``)
+FLASHINFER_SAMPLER_OPT_IN = (0, 11, 1)
+
+
+def flashinfer_sampler(service: VllmService) -> bool:
+    """Whether the dummy sampler runs FlashInfer's top-k/top-p sampling (14 B a logit)
+    rather than PyTorch's sort (39 B), by release and VLLM_USE_FLASHINFER_SAMPLER:
+
+    * V0 (before 0.8.0): only with the variable at 1 (its sampler reads None as off);
+    * 0.8.0-0.11.0: whenever flashinfer is installed, unless the variable is 0.  Whether
+      it is installed is the image's business (pip's vllm lists it only as an extra), so
+      unset the plan takes the sort, the larger; "1" says it is there;
+    * 0.11.1 on: only with the variable at 1 (opt-in).
+
+    So the plan counts FlashInfer's figure exactly where the service's env sets the
+    variable to 1; unset, on 0.8.0-0.11.0 with flashinfer in the image, the activation
+    estimate errs high by 25 B a logit (the KV cache it plans is smaller than vLLM's)."""
+    return bool(service.flashinfer_sampler)
 
 
 def default_max_num_seqs(
@@ -450,16 +507,47 @@ def nccl_before_snapshot(service: VllmService) -> bool:
 
 
 def nccl_estimate(service: VllmService) -> int:
-    """NCCL and custom all-reduce memory of a TP > 1 worker, in all (0 for one GPU)."""
-    return NON_TORCH_TP if service.tensor_parallel_size > 1 else 0
+    """NCCL and custom all-reduce memory of a TP > 1 worker, in all (0 for one GPU), by
+    interconnect: :data:`NON_TORCH_TP_PCIE` where the GPUs are known to have no NVLink
+    between them (:func:`nvlink_between`), else :data:`NON_TORCH_TP` (NVLink, or not
+    known: the larger)."""
+    if service.tensor_parallel_size <= 1:
+        return 0
+    return NON_TORCH_TP_PCIE if service.nvlink is False else NON_TORCH_TP
 
 
 def nccl_outside(service: VllmService) -> int:
     """The part of :func:`nccl_estimate` allocated before vLLM's snapshot (0.11.0+):
-    outside its budget, beside the CUDA context; the rest stays non-torch memory."""
+    outside its budget, beside the CUDA context; the rest stays non-torch memory
+    (without NVLink all of it: at most :data:`NCCL_AFTER_SNAPSHOT`)."""
     if not nccl_before_snapshot(service):
         return 0
     return max(nccl_estimate(service) - NCCL_AFTER_SNAPSHOT, 0)
+
+
+#: NVML names of cards that have no NVLink connector: GeForce RTX 40- and 50-series,
+#: L4, L40, L40S, T4, A10/A10G, the RTX Ada workstation cards (RTX 4000/4500/5000/6000
+#: Ada) and the RTX PRO Blackwell cards.  Cards that take an NVLink bridge (RTX 3090,
+#: RTX A6000, A40, the PCIe A100/H100) are not in it: a bridge may be fitted.
+_NO_NVLINK = re.compile(
+    r"geforce rtx [45]0[0-9]{2}|\bL4\b|\bL40S?\b|\bT4\b|\bA10G?\b|rtx [0-9]{4} ada"
+    r"|rtx pro [0-9]{4}",
+    re.IGNORECASE,
+)
+
+
+def nvlink_between(env: dict[str, str], names: list[str | None]) -> bool | None:
+    """Whether a tensor-parallel service's GPUs talk over NVLink: False where the
+    service's env sets NCCL_P2P_DISABLE to a non-zero integer (NCCL then moves data
+    through host memory) or every GPU's name is a card without an NVLink connector
+    (:data:`_NO_NVLINK`); else None (not known: planned as NVLink, the larger NCCL
+    figure)."""
+    disabled = env.get("NCCL_P2P_DISABLE")
+    if disabled is not None and disabled.strip().lstrip("-").isdigit() and int(disabled):
+        return False
+    if names and all(name and _NO_NVLINK.search(name) for name in names):
+        return False
+    return None
 
 
 def device_wide(service: VllmService) -> bool:
