@@ -67,6 +67,12 @@ def test_the_tree_keeps_its_layers() -> None:
             "from layoutgen.solve.plan import Part  # noqa",
             "layoutgen.core is not allowed to import layoutgen.solve",
         ),
+        # ... also for its annotations alone (the old runtimes/base.py's imports were)
+        (
+            "core/runtime.py",
+            "if TYPE_CHECKING:\n    from layoutgen.solve.footprint import shares  # noqa",
+            "layoutgen.core is not allowed to import layoutgen.solve",
+        ),
         # a runtime's rules ask the solver back
         (
             "runtimes/llama_cpp/compute.py",
