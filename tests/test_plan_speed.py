@@ -445,3 +445,47 @@ def test_seed001_next_gib_is_the_smallest_glm_tensor(tmp_path: Path) -> None:
     assert back["gpu0"].tensors[0].startswith("blk.14.")  # the coldest head layer
     assert back["gpu1"].tensors[0].startswith("blk.77.")
     assert "(no expert tensor fits in a GiB; the smallest: blk.15.ffn_" in to_text(v.plan)
+
+
+SEED004 = {"genesis": 83.0, "aeon": 68.86}  # "~83 tok/s steady"; AEON's 68.86
+
+
+def test_seed004s_mtp_services_within_5_percent_with_the_documented_acceptance() -> None:
+    """Seed 004: vLLM at tensor parallel 2 on two RTX 5060 Ti (448 GB/s each, the GPU
+    prior), MTP with 3 drafted tokens.  A step reads the rank's weights but the embedding
+    and the MTP head; each draft reads the MTP head and the LM head; a step yields
+    1 + a + a^2 + a^3 tokens at the acceptance a (0.87, fitted on these two services:
+    not held out, a check that one acceptance serves two checkpoints)."""
+    v = validate_file(LAYOUTS / "vllm-tower-seed004.yaml")
+    for name, measured in SEED004.items():
+        s = v.plan.service(name).speed
+        assert isinstance(s, SpeedPlan), name
+        assert abs(s.decode_tps / measured - 1) < 0.05, (name, s.decode_tps)
+        assert any("speculative acceptance: 0.87" in c for c in s.caveats)
+    rs = next(r for r in v.services if r.name == "genesis")
+    sp = v.plan.service("genesis")
+    profile = v.profiles[rs.service.model]
+    w = plan_speed.budget_workload(sp, profile)
+    tensors = list(profile.tensors())
+    total = sum(t.nbytes for t in tensors)
+    embed = sum(t.nbytes for t in tensors if "embed_tokens" in t.name)
+    mtp = sum(t.nbytes for t in tensors if t.name.startswith("mtp."))
+    share = sp.buffers[sorted(sp.buffers)[0]].weights / total
+    assert sum(c.nbytes for c in w.chunks) == pytest.approx((total - embed - mtp) * share)
+    draft = plan_speed.mtp_draft_workload(sp, profile)
+    assert draft is not None
+    head = sum(t.nbytes for t in tensors if t.name == "lm_head.weight")
+    assert sum(c.nbytes for c in draft.chunks) == pytest.approx((mtp + head) * share)
+    m = plan_speed.machine(v.spec, rs)
+    assert isinstance(m, model.Machine)
+    step = model.decode(m, w, 0).seconds + 3 * model.decode(m, draft, 0).seconds
+    a = plan_speed.SPECULATIVE_ACCEPTANCE
+    s = v.plan.service("genesis").speed
+    assert isinstance(s, SpeedPlan)
+    assert s.decode_tps == pytest.approx((1 + a + a**2 + a**3) / step)
+
+
+def test_tokens_per_step() -> None:
+    assert plan_speed.tokens_per_step(0.0, 3) == 1.0  # every draft refused: the target's
+    assert plan_speed.tokens_per_step(1.0, 3) == 4.0  # every draft taken
+    assert plan_speed.tokens_per_step(0.5, 2) == pytest.approx(1.75)

@@ -171,11 +171,12 @@ GPUS: dict[str, GpuFacts] = {
             "FP16 (the MI60 shares its memory system)",
         ),
         GpuFacts(
-            "RTX 5060 Ti 16GB",
+            "RTX 5060 Ti",
             448 * GB,
             47e12,
             PCIE5,
-            "NVIDIA GeForce RTX 5060 Ti specifications: 16 GB GDDR7, 128-bit, 448 GB/s",
+            "NVIDIA GeForce RTX 5060 Ti specifications: 16 GB or 8 GB GDDR7, 128-bit, 28 Gbps: "
+            "448 GB/s either way (the name NVML prints carries no size)",
         ),
     )
 }
