@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: render test docs docs-pages lint typecheck bench schema clean tools runtime oracle-report truth-table speed-table fuzz injection kills sweeps
+.PHONY: render test docs docs-pages lint typecheck bench schema clean tools runtime oracle-report truth-table speed-table fuzz injection kills sweeps e2e-tools
 
 # setuptools' editable install warns that a folder named like a package could shadow
 # it (templates/ is installed as layoutgen_templates): a notice about how editable
@@ -39,7 +39,18 @@ tools:
 runtime: $(STAMP)
 	PIP=$(BIN)/pip bash tests/tools/build_llama.sh
 
-test: $(STAMP) lint typecheck tools runtime docs
+# The end-to-end suite's host (issue 34, tests/e2e): podman, mmdebstrap and runc
+# from Debian's packages when missing (apt-get; sudo unless root), then the Debian
+# trixie root filesystem that systemd boots in (tests/tools/build_rootfs.sh): about
+# 30 s the first time, cached under ~/.cache/layoutgen/tools, then ~0.01 s.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+e2e-tools: $(STAMP)
+	@command -v podman >/dev/null && command -v mmdebstrap >/dev/null && command -v runc >/dev/null || \
+	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
+	    podman mmdebstrap runc uidmap fuse-overlayfs zstd >/dev/null; }
+	PIP=$(BIN)/pip bash tests/tools/build_rootfs.sh >/dev/null
+
+test: $(STAMP) lint typecheck tools runtime docs e2e-tools
 	$(BIN)/pytest -q
 
 # The documentation site (docs/, mkdocs.yml) into build/site: the generated parts of

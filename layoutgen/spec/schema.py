@@ -351,6 +351,33 @@ Target = Literal["podman", "quadlet", "systemd"]
 TARGETS: tuple[Target, ...] = ("podman", "quadlet", "systemd")
 
 
+class GitOps(Strict):
+    """issue 34: a pull timer that fetches the spec's repository and applies it."""
+
+    repo: Text = Field(description="the git repository to fetch (a URL or a path on the host)")
+    branch: Text = Field(default="main", description="the branch to follow")
+    spec: Text = Field(description="the spec's path inside the repository, e.g. layouts/tower.yaml")
+    interval: Annotated[str, AfterValidator(literals.text)] = Field(
+        default="5min",
+        pattern=r"^[0-9]+(s|min|h|d)$",
+        description="how often the timer fetches, as systemd writes a time span (30s, 5min, 1h)",
+    )
+
+
+class Deploy(Strict):
+    """issue 34: how ``layoutgen apply`` installs this host's units."""
+
+    scope: Literal["system", "user"] = Field(
+        default="system",
+        description="system: rootful units (/etc/containers/systemd, /etc/systemd/system; "
+        "apply runs as root); user: rootless units of the user who runs apply "
+        "(~/.config/containers/systemd, ~/.config/systemd/user)",
+    )
+    keep: int = Field(
+        default=10, ge=2, le=1000, description="generations kept by apply; older ones are pruned"
+    )
+
+
 class Host(Strict):
     name: Name = Field(description="host name; rendered files go to out/<name>/")
     cpu: Cpu = Field(description="CPU topology: cores and threads")
@@ -409,6 +436,15 @@ class Host(Strict):
         min_length=1,
         description="what render writes: podman (run scripts), quadlet (.container "
         "units), systemd (plain .service units); default all three",
+    )
+    deploy: Deploy = Field(
+        default_factory=Deploy,
+        description="layoutgen apply: rootful or rootless units, generations kept",
+    )
+    gitops: GitOps | None = Field(
+        default=None,
+        description="opt-in pull deployment: a layoutgen-pull.service and .timer that fetch "
+        "the repository, check the commit is a fast-forward of the deployed one, and apply",
     )
 
     @model_validator(mode="after")
