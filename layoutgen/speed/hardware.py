@@ -1,8 +1,9 @@
 """Known GPUs and CPUs with sourced peak figures: the defaults a spec may override.
 
-Peak memory bandwidth is the datasheet figure; the speed model multiplies it by one
-efficiency fitted per machine (model.fit_efficiency), so an entry here never carries a
-guessed "effective" bandwidth. Host bandwidth is channels x MT/s x 8 bytes (one 64-bit
+Peak memory bandwidth is the datasheet figure; the speed model multiplies it by the
+memory's efficiency (a prior fitted on tests/speed_data, or the machine's own from
+``layoutgen calibrate``), so an entry here never carries a guessed "effective"
+bandwidth. Host bandwidth is channels x MT/s x 8 bytes (one 64-bit
 channel per DIMM slot group; DDR5 counts its two 32-bit subchannels as one channel here).
 CPU FLOPs are peak FP32 FMA throughput (cores x base GHz x FLOPs/cycle): the speed model
 uses them only as a floor on time, so a peak (an upper bound on speed) can never make a

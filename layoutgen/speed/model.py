@@ -4,18 +4,28 @@ Decode (one token, batch 1) is a sum over the memories the token passes through,
 layer order; the devices do not overlap (llama.cpp and ik_llama.cpp run a token's graph
 splits one after another):
 
-    t = sum_d max(bytes_d / (eta * bw_d), flops_d / peak_flops_d)
+    t = sum_d [ max(bytes_d / bw_eff_d, flops_d / peak_flops_d) + layers_d x c_d ]
         + hops * hop_latency + token_overhead
 
 bytes_d  = dense (non-routed) weights on d, read fully
          + sum over routed-expert tensors on d: bytes * n_expert_used / n_expert * heat[layer]
          + KV bytes per context token on d * context depth
+bw_eff_d = eta_d x bw_d, and for host RAM at most threads x ``thread_bandwidth`` (off
+           by default: the fit leaves it at its bound)
+layers_d = the layers d computes a part of; c_d the cost of each besides its bytes: a
+           GPU's kernel launches (``gpu_layer``), host RAM's threads' wake-ups and
+           barriers (``cpu_layer_thread`` x threads); none for a workload replayed as
+           one CUDA graph (vLLM: ``Workload.graphed``)
 hops     = device changes along the layer order (activations over PCIe; ~12 KB each,
            so latency, not bandwidth, is the cost: seed 001 estimates 19 us in total)
 eta      = the memory's efficiency: host RAM's (``Machine.efficiency``) and the GPUs'
            (``Machine.gpu_efficiency``; None: the host's), each fitted by ``fit``;
            bandwidths are datasheet peaks from hardware.py or the spec, or a host RAM
            figure the user measured (plan_speed gives each its own prior).
+
+The shared constants (the efficiencies' priors, ``gpu_layer``, ``cpu_layer_thread``)
+are fitted together on tests/speed_data (layoutgen.speed.lomo, priors); ``python -m
+layoutgen.speed.lomo`` shows how each machine is predicted from the others.
 
 Prefill is compute-bound: per ubatch of B tokens each device needs
 2 x params_touched x B FLOPs at ``compute_efficiency`` x peak, or, for host-resident

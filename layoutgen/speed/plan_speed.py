@@ -32,6 +32,10 @@ no guess.
 Depth: the speed is for one request at ``depth`` context tokens, by default 0 (what
 llama-bench's tg128 reports, to within its 128 tokens); ``layoutgen plan --depth N``
 asks for another (:func:`at_depth`), and the plan then gives both.
+
+vLLM: a token reads one tensor-parallel rank's share (:func:`budget_workload`); with
+MTP speculation a step adds its drafts' reads and yields :func:`tokens_per_step` tokens
+at :data:`SPECULATIVE_ACCEPTANCE` (said under the speed).
 """
 
 from __future__ import annotations
