@@ -1,6 +1,6 @@
 """Command line: maps flags onto one function per command, and errors onto exit codes.
 
-Exit codes (documented in the README):
+Exit codes (documented in docs/reference/cli.md):
   0  success (valid / up to date)
   1  invalid input, a layout that does not fit, or any other user-facing error
   2  usage error (unknown option, missing argument)
