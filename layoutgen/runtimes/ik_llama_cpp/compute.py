@@ -61,6 +61,7 @@ import functools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from layoutgen.models.quants import by_name
 from layoutgen.runtimes.base import dense_staged
 from layoutgen.runtimes.ik_llama_cpp.placement import expert_activations, offload_copy
 from layoutgen.runtimes.rules import remembering
@@ -209,6 +210,9 @@ def _attention(rt: IkLlamaCpp, s: Setting) -> int:
         v = hp.value_length if hp.value_length and hp.value_length < rank else 128
         level = 3 if kv.mla is None else kv.mla
         if level > 1 and kv.flash_attn and ub >= PP_OPT_TOKENS:
+            # -mla 3 came after PR #260 (3599): only level 2 had the f32 path
+            if level == 2 and not rt.follows("flash-mla-2-by-step"):
+                return _f32_decompressed(s, n_head, n_kv, nope, rope, v)
             # prompt processing attends in head space over the decompressed cache:
             # q (qk_nope + rope per head) and the output (v per head) beside the
             # decompressed heads of one -amb step (build_deepseek2.cpp, pp_opt)
@@ -232,6 +236,40 @@ def _attention(rt: IkLlamaCpp, s: Setting) -> int:
         return qkv
     kq = n_head * n_kv * ub * F32
     return qkv + (min(kq, amb) if amb else kq)
+
+
+def _f32_decompressed(s: Setting, n_head: int, n_kv: int, nope: int, rope: int, v: int) -> int:
+    """MLA-2 prompt processing with flash attention before PR #260 (builds 3583-3589, on
+    any build with a GPU backend: llama.cpp's ``else`` branch, "Hahaha, we need to
+    convert the KV cache for this layer to f32"): the layer's cache cast to f32
+    (``kv_cache_view_f32``, n_kv x (rank + rope)), every head decompressed at once
+    (``kv_f32`` = wkv_b x cache, n_kv x n_head x (nope + v) f32), the rope part repeated
+    per head (``k_rope_f32``, rope f32) and concatenated (``k_f32``, nope + rope f32),
+    then K and V cast to the cache type; -amb is not read.  ggml-alloc frees the f32
+    cache after the repeat and the repeat after the concat: at the concat all four are
+    allocated, the f32 cache as a hole below the rest; K's cast lands in the repeat's
+    hole when it fits (q8_0: 204 bytes a row of 192 in 256), else on top.  q_concat
+    (nope + rope per head, f32) is built first and stays until the attention runs.
+    pr259's log (3596 on its branch, A6000, 32768 cells, q8_0): 8,470 MiB of compute;
+    pr239's (16 RTX 3090, 2048 cells, f16): 810 MiB on each GPU."""
+    rank = s.profile.hparams.kv_lora_rank or 0
+    cache_row = by_name(s.kv.cache_type_k, "ik")
+    heads = n_kv * n_head
+    f32_cache = n_kv * (rank + rope) * F32
+    kv_f32, repeat, k_f32 = (
+        heads * (nope + v) * F32,
+        heads * rope * F32,
+        heads * (nope + rope) * F32,
+    )
+    k_cast = (
+        n_kv * n_head * cache_row.row_bytes(nope + rope)
+        if (nope + rope) % cache_row.block_size == 0
+        else k_f32
+    )
+    at_concat = f32_cache + kv_f32 + repeat + k_f32
+    peak = at_concat + (k_cast if k_cast > repeat else 0)
+    q_concat = n_head * s.kv.ubatch * (nope + rope) * F32
+    return q_concat + peak
 
 
 def _heads_per_step(rt: IkLlamaCpp, n_head: int, kv_f32: int, amb: int) -> int:
