@@ -55,13 +55,15 @@ test: $(STAMP) lint typecheck tools runtime docs e2e-tools
 
 # The documentation site (docs/, mkdocs.yml) into build/site: the generated parts of
 # the pages first (tests/tools/docs_pages.py: README's copy, the changelog, spec keys,
-# CLI help, rule and flag tables), then mkdocs-material with --strict (a broken link or
+# CLI help, rule and flag tables, input limits, speed and held-out figures; and the
+# truth table), then mkdocs-material with --strict (a broken link or
 # anchor fails). tests/test_docs_pages.py fails when a generated part is stale.
 docs: $(STAMP) docs-pages
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 docs-pages: $(STAMP)
 	$(BIN)/python -m tests.tools.docs_pages
+	$(BIN)/python -m tests.truth.table --docs > /dev/null
 
 # The long hostile-input sweeps (issue 12), each outside CI's time budget;
 # `make test` runs a small seeded sample of each.
