@@ -3,8 +3,8 @@
     python -m tests.tools.docs_pages            rewrite them
     python -m tests.tools.docs_pages --check    exit 1 naming each stale page
 
-(``make docs`` rewrites them, then builds the site; ``tests/test_docs_pages.py`` fails
-when a page is not what this prints.)  What is generated:
+(``make docs-pages`` runs it and the truth table's ``--docs``; ``tests/test_docs_pages.py``
+fails when a page is not what this prints.)  What is generated:
 
 - ``docs/index.md``: README.md, its ``docs/`` links made relative to the site;
 - ``docs/changelog.md``: CHANGELOG.md;
