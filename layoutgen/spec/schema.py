@@ -298,6 +298,12 @@ class Rpc(Strict):
         description="host that runs the server (its unit goes to out/<served_by>/); "
         "this host when absent",
     )
+    private_link: bool = Field(
+        default=False,
+        description="true: the endpoint's private address is on a link only the client "
+        "can reach (a direct cable, a VLAN of the two hosts), said in so many words: no "
+        "open-network warning; a public address is refused",
+    )
 
 
 class Gpu(Strict):
