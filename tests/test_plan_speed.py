@@ -70,20 +70,20 @@ def test_dense_cpu_only_bytes_and_speed_by_hand(tmp_path: Path) -> None:
     kv = 2 * 2 * 8 * 128 * 2
     assert s.depth == 0 and s.decode_tps_depth0 is None
     assert s.host_bytes_per_token == pytest.approx(weights)
-    assert s.efficiency == plan_speed.PRIOR_EFFICIENCY == 0.55 and s.efficiency_basis == "prior"
+    assert s.efficiency == plan_speed.PRIOR_EFFICIENCY == 0.61 and s.efficiency_basis == "prior"
     assert s.host_figure == "peak" and s.gpu_efficiency is None  # no GPU
     bw = 12 * 6400e6 * 8  # EPYC 9175F: 12 channels DDR5-6400
     flops = 8 * 4.2e9 * 64  # 8 threads' cores x base clock x FP32 FLOPs a cycle
     params = weights / 2  # f16 (the norms' f32 are negligible here but counted below)
-    # per token 0.5 ms, and 7.7 us per layer the host computes (2 + the output layer)
+    # per token 0.5 ms, and 9.7 us per layer the host computes (2 + the output layer)
     # and thread (8): the threads' wake-ups and barriers
-    fixed = 0.5e-3 + 3 * 8 * 7.7e-6
-    seconds = max(weights / (0.55 * bw), 2 * params / flops)
+    fixed = 0.5e-3 + 3 * 8 * 9.7e-6
+    seconds = max(weights / (0.61 * bw), 2 * params / flops)
     assert 1 / s.decode_tps == pytest.approx(seconds + fixed, rel=1e-3)
     deep = plan_speed.at_depth(s, 2048)
     assert deep.depth == 2048 and deep.decode_tps_depth0 == s.decode_tps
     assert deep.host_bytes_per_token == pytest.approx(weights + kv * 2048)
-    seconds = max((weights + kv * 2048) / (0.55 * bw), 2 * params / flops)
+    seconds = max((weights + kv * 2048) / (0.61 * bw), 2 * params / flops)
     assert 1 / deep.decode_tps == pytest.approx(seconds + fixed, rel=1e-3)
     # and exactly the speed model's figure on the workload plan_speed builds
     rt = v.spec.runtimes["llama"].rules()
@@ -98,7 +98,7 @@ def test_plan_prints_speed_and_json_carries_it(tmp_path: Path) -> None:
     v = validate_file(_write(tmp_path, DENSE))
     text = to_text(v.plan)
     assert "decode speed, one request (speed model, DESIGN); depth 0 is llama-bench" in text
-    assert "tok/s at depth 0, estimated (host RAM η 0.55 prior x peak); asks host RAM for" in text
+    assert "tok/s at depth 0, estimated (host RAM η 0.61 prior x peak); asks host RAM for" in text
     doc = json.loads(to_json(v.plan))["services"]["lane"]["speed"]
     assert set(doc) == {
         "decode_tps",
@@ -133,7 +133,7 @@ def test_memory_bandwidth_and_efficiency_are_given(tmp_path: Path) -> None:
     s = _speed(_write(tmp_path, text), "lane")
     assert s.efficiency == 0.5 and s.efficiency_basis == "given"
     # no CPU model: no compute floor, bytes alone (and the 3 layers x 8 threads' barriers)
-    fixed = 0.5e-3 + 3 * 8 * 7.7e-6
+    fixed = 0.5e-3 + 3 * 8 * 9.7e-6
     assert 1 / s.decode_tps == pytest.approx(s.host_bytes_per_token / 50e9 + fixed)
 
 
@@ -147,8 +147,8 @@ def test_priors_are_the_fit_over_the_fitted_machines() -> None:
     g = priors.constants(ROOT / "tests" / "speed_data")
     assert model.DEFAULT.gpu_layer == pytest.approx(g.gpu_layer, rel=0.02)
     assert model.DEFAULT.cpu_layer_thread == pytest.approx(g.cpu_layer_thread, rel=0.02)
-    # a thread's pull: the fit leaves it at its bound (off), the thread sweep alone wants it
-    assert g.thread_bandwidth > 70e9 and model.DEFAULT.thread_bandwidth == 0
+    # a thread's pull: not fitted (off), as the default
+    assert g.thread_bandwidth == 0 == model.DEFAULT.thread_bandwidth
     records = cases.load_dir(ROOT / "tests" / "speed_data")
     assert len(priors.gpu_fits(records)) >= 3  # machines with every layer on GPUs
     assert len(priors.host_fits(records, gpu, "peak")) >= 5
@@ -208,10 +208,12 @@ def _lanes(tmp: Path, batch: str | None, interactive: str | None) -> Path:
         "    threads: 32\n    model: EPYC 9175F\n",
     )
     text = text.replace("profile: models/", f"profile: {LAYOUTS}/models/")
-    # seed 000's interactive lane with experts partly in host RAM
+    # seed 000's interactive lane with experts partly in host RAM: 36 of 48 layers' (at
+    # 24 the two lanes ask 96 % of host RAM's effective bandwidth: the layers' thread
+    # barriers leave it idle part of each token)
     text = text.replace(
         "    threads: 4                       # assumed\n",
-        "    threads: 4\n    experts: {mode: n-cpu-moe, n: 24}\n",
+        "    threads: 4\n    experts: {mode: n-cpu-moe, n: 36}\n",
     )
     if interactive is not None:
         text = text.replace("    port: 8000 ", f'    schedule: "{interactive}"\n    port: 8000 ')
@@ -454,14 +456,14 @@ def test_seed004s_mtp_services_within_5_percent_with_the_documented_acceptance()
     """Seed 004: vLLM at tensor parallel 2 on two RTX 5060 Ti (448 GB/s each, the GPU
     prior), MTP with 3 drafted tokens.  A step reads the rank's weights but the embedding
     and the MTP head; each draft reads the MTP head and the LM head; a step yields
-    1 + a + a^2 + a^3 tokens at the acceptance a (0.87, fitted on these two services:
+    1 + a + a^2 + a^3 tokens at the acceptance a (0.78, fitted on these two services:
     not held out, a check that one acceptance serves two checkpoints)."""
     v = validate_file(LAYOUTS / "vllm-tower-seed004.yaml")
     for name, measured in SEED004.items():
         s = v.plan.service(name).speed
         assert isinstance(s, SpeedPlan), name
         assert abs(s.decode_tps / measured - 1) < 0.05, (name, s.decode_tps)
-        assert any("speculative acceptance: 0.87" in c for c in s.caveats)
+        assert any("speculative acceptance: 0.78" in c for c in s.caveats)
     rs = next(r for r in v.services if r.name == "genesis")
     sp = v.plan.service("genesis")
     profile = v.profiles[rs.service.model]
