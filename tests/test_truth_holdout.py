@@ -73,13 +73,12 @@ TOTALS_UNDER = {
 #: (-mla 2 -fa, 16 RTX 3090, March 2025: -29 % on CUDA0, -27.4 % on the others, now -9.4 %
 #: and -7.1 %) and PR #259 (-mla 2 -fa -amb 2048 at 32k on its branch, master's 3589:
 #: -43 %, now -0.2 %), both by rule flash-mla-2-by-step (ik PR #260, build 3590: before
-#: it a GPU build cast the cache to f32 and decompressed every head at once, -amb unread).
+#: it a GPU build cast the cache to f32 and decompressed every head at once, -amb unread);
+#: ik issue 455 (-rtr with exps=CPU, build 3712: CUDA_Host -55.7 %, now +26.1 %, CUDA0
+#: +23.7 % -> -3.9 %): -rtr repacks the host experts to q4_k_r4, which no CUDA build
+#: multiplies, so the MoE ops stay on the CPU (compute.REPACKED_AS).
 COMPUTE_UNDER = {
     True: {
-        # pinned host compute of ik -mla 3 with the experts on CPU (ub 512): the log of
-        # build 3712 already holds the 176 MiB that the rules date from a later build
-        # (planned for every build it is +26 %)
-        ("ik-deepseek2-i455-luzamm-3080-rtr-mla3", "CUDA_Host"): -0.557,
         # -ngl 27 with -mla 2 and no flash attention: 2,634 MiB of host compute, a CPU
         # layer's 2 GiB KQ (128 heads x 8,192 cells x 512 tokens, f32) beside what the
         # plan holds; where ik runs the CPU layers' MLA attention is not modelled (a

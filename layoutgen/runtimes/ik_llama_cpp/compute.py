@@ -146,6 +146,30 @@ def _experts_on_host(s: Setting, experts: Mapping[int, str]) -> bool:
     return any(il not in experts for il in _expert_layers(s))
 
 
+#: ``-rtr`` (``--run-time-repack``): with mmap off (which -rtr sets) the loader passes
+#: every host tensor through ``iqk_repack_tensor`` (src/llama.cpp, "if (!ml.use_mmap &&
+#: ml.repack_tensors)"), which turns these types into their row-interleaved forms
+#: (ggml/src/iqk/iqk_quantize.cpp, ``get_repack_info``'s k_map: the same at builds 3712
+#: and 4840 but for mxfp4, added since; bf16/f16 only on AVX512-BF16 hosts, left out).
+REPACKED_AS: Mapping[str, str] = {
+    **{
+        t: f"{t}_r4"
+        for t in (
+            "iq2_k", "iq3_k", "iq4_k", "iq5_k", "iq4_ks", "iq5_ks", "iq4_nl", "iq2_bn",
+            "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "q2_k", "q3_k", "q4_k",
+            "q5_k", "q6_k", "q5_0", "q6_0",
+        )
+    },
+    **{t: f"{t}_r8" for t in ("iq4_xs", "q4_0", "q8_0", "q8_k", "q8_kv")},
+    "mxfp4": "mxfp4_r4",
+}  # fmt: skip
+
+
+def _repacks(s: Setting) -> bool:
+    """Whether host tensors are repacked at load (-rtr, which also turns mmap off)."""
+    return any(a in ("-rtr", "--run-time-repack") for a in s.args)
+
+
 def _cuda_multiplies_host_experts(s: Setting, experts: Mapping[int, str]) -> bool:
     """Whether any host expert tensor is of a type some build's CUDA backend multiplies.
 
@@ -154,19 +178,27 @@ def _cuda_multiplies_host_experts(s: Setting, experts: Mapping[int, str]) -> boo
     (cuda_types), so their MoE ops stay on the CPU, nothing is copied to the first GPU
     and CUDA_Host holds the experts' activations.  A type whose kernel came in some
     build counts as multiplied whatever the version: an unknown build may have it."""
-    return any(il not in experts for il in _expert_layers_by_cuda(s.profile, s.rt)[0])
+    by_cuda = _expert_layers_by_cuda(s.profile, s.rt, _repacks(s))
+    return any(il not in experts for il in by_cuda[0])
 
 
 def _cpu_only_host_experts(s: Setting, experts: Mapping[int, str]) -> bool:
     """Whether a host expert tensor is of a type no CUDA build multiplies (its op runs
     on the CPU even where the others' are offloaded)."""
-    return any(il not in experts for il in _expert_layers_by_cuda(s.profile, s.rt)[1])
+    by_cuda = _expert_layers_by_cuda(s.profile, s.rt, _repacks(s))
+    return any(il not in experts for il in by_cuda[1])
 
 
 @remembering(64)
-def _expert_layers_by_cuda(profile: Profile, rt: Runtime) -> tuple[frozenset[int], ...]:
+def _expert_layers_by_cuda(
+    profile: Profile, rt: Runtime, repacked: bool = False
+) -> tuple[frozenset[int], ...]:
     """The expert layers holding a routed-expert tensor of a type some CUDA build
-    multiplies, and those holding one of a type none does."""
+    multiplies, and those holding one of a type none does.  REPACKED: the host experts'
+    types as -rtr leaves them (REPACKED_AS): ``q4_k_r4`` has no CUDA matmul in any
+    build, so the MoE ops stay on the CPU and CUDA_Host holds their activations (ik
+    issue 455, build 3712, -rtr with exps=CPU: CUDA_Host compute 176 MiB, not the 78 of
+    a run whose expert matmuls go to the GPU)."""
     from layoutgen.runtimes.ik_llama_cpp.cuda_types import CUDA_MATMUL
     from layoutgen.solve.placement import expert_layer, loaded
 
@@ -175,7 +207,9 @@ def _expert_layers_by_cuda(profile: Profile, rt: Runtime) -> tuple[frozenset[int
     for t in loaded(profile, rt):
         layer = expert_layer(t.name)
         if layer is not None:
-            (cuda if t.type.lower() in CUDA_MATMUL else cpu).add(layer)
+            qtype = t.type.lower()
+            qtype = REPACKED_AS.get(qtype, qtype) if repacked else qtype
+            (cuda if qtype in CUDA_MATMUL else cpu).add(layer)
     return frozenset(cuda), frozenset(cpu)
 
 
