@@ -404,6 +404,16 @@ def estimate(
     # residual stream (on the others), n_embd x ubatch f32; CPU only: the same, once
     inputs = (mask + e * ub * F32) * copies + cast if s.devices else mask + e * ub * F32
     layer = inputs + held + max(_attention(rt, s), _ffn(s, moe_here, here))
+    away = [il for il, dev in experts.items() if dev == buffer and layers.get(il) != buffer]
+    if s.devices and away:
+        # experts overridden (-ot) to this GPU from layers on another device: their MoE
+        # ops run here, where their weights are (ggml-backend.c's scheduler, pass 1:
+        # "operations with weights are preferably run on the same backend as the
+        # weights"), each in a split of its own whose input, the layer's normed hidden
+        # state (n_embd x ubatch f32), is copied in (ik discussion 491: blk 30-45's
+        # experts on CUDA2, their layers on CUDA1: CUDA2 836 MiB at ub 4096, more than
+        # its own layers' attention needs)
+        layer = max(layer, e * ub * F32 + expert_activations(s.profile, ub))
     if not s.devices and host_runs_experts:
         layer = max(layer, inputs + held + _host_experts(s, fused))
     if buffer == first_gpu and partial and ub >= OFFLOAD_MIN_BATCH:
