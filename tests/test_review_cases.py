@@ -286,3 +286,14 @@ def test_the_lanes_warning_names_the_overlap_of_two_schedules(tmp_path: Path) ->
     assert both.endswith(
         "give the batch lane a schedule outside the interactive hours, and interactive its hours"
     )
+
+
+def test_a_key_written_as_its_role_default_says_so(repo: Path) -> None:
+    """Writing (or removing) what the role gives anyway: no effect, and whose default."""
+    _edit(repo, "    role: orchestrator", "    parallel: 1\n    role: orchestrator")
+    result = run_cli(["diff", f"HEAD:{SPEC}", SPEC])
+    assert result.code == 0, result.stdout
+    assert result.stdout.splitlines()[0] == (
+        "no effect: services.grandpa.parallel added: 1: 1 is what role orchestrator gives "
+        "parallel anyway (role orchestrator: answers short and often, one slot)"
+    )
