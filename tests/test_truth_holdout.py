@@ -71,10 +71,16 @@ TOTALS_UNDER: dict[bool, dict[tuple[str, str], float]] = {True: {}, False: {}}
 #: multiplies, so the MoE ops stay on the CPU (compute.REPACKED_AS).
 COMPUTE_UNDER = {
     True: {
-        # -ngl 27 with -mla 2 and no flash attention: 2,634 MiB of host compute, a CPU
-        # layer's 2 GiB KQ (128 heads x 8,192 cells x 512 tokens, f32) beside what the
-        # plan holds; where ik runs the CPU layers' MLA attention is not modelled (a
-        # llama-2 at -ngl 0 logs its KQ on the GPU: pr328)
+        # -ngl 27 with -mla 2 and no flash attention: 2,634 MiB of host compute, about a
+        # CPU layer's 2 GiB KQ (128 heads x 8,192 cells x 512 tokens, f32) beside what
+        # the plan holds, i.e. about what each GPU's own layers need (2,491.5 MiB).  Not
+        # explained by build 3618's source as read: ggml-backend.c's pass 1 offloads a
+        # CPU layer's q8_0 attention matmuls to CUDA0 ("1.off": ggml-cuda's offload_op
+        # takes ne[1] >= 32), and "expand gpu down" then gives CUDA0 every unassigned op
+        # after wq_a, the KQ included (a llama-2 at -ngl 0 gets its KQ there by "expand
+        # gpu up": pr328).  The record's model.types does not carry its type counts
+        # (iq2_k_r4/iq3_k_r4 experts, which build 3618 multiplies only on the CPU, and
+        # q8_0 attention), so the host experts' 176 MiB of activations are missing too
         ("ik-deepseek2-i305-panchovix-4gpu-ngl27-ts", "CUDA_Host"): -0.983,
     },
     False: {
