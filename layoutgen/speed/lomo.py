@@ -100,7 +100,8 @@ def loss(records: Sequence[cases.Record], g: Globals) -> float:
     machine weighs the same, and a machine whose mechanism the model lacks (16 GPUs in
     a row, Metal's launches) pulls the constants no harder than one it explains (a
     squared error let such machines set them: leave-one-machine-out median 18.6 %,
-    37 % within 15 %, against 11.8 % and 59 % with this one)."""
+    37 % within 15 %, against 11.8 % and 59 % with this one, the measured figure's
+    efficiency fitted in both)."""
     total = 0.0
     for recs in by_machine(records).values():
         errs = [abs(math.log(r.predicted / r.measured)) for rec in recs for r in predict(rec, g)]
