@@ -774,7 +774,10 @@ class StatusFormat(enum.StrEnum):
 
 @app.command()
 def apply(
-    spec: Annotated[Path, typer.Argument(help="the spec this host runs", metavar="SPEC")],
+    spec: Annotated[
+        Path | None,
+        typer.Argument(help="the spec this host runs (none with --pull)", metavar="SPEC"),
+    ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="render the generation, show what changes, stop")
     ] = False,
@@ -782,9 +785,12 @@ def apply(
         bool,
         typer.Option(
             "--pull",
-            help="(the git-ops pull service) fetch host.gitops's branch first; apply only a "
-            "fast-forward of the deployed commit",
+            help="(the git-ops pull service) fetch the branch the running generation's "
+            "host.gitops names and apply its spec, if a fast-forward of the deployed commit",
         ),
+    ] = False,
+    user: Annotated[
+        bool, typer.Option("--user", help="with --pull: the rootless units' generations")
     ] = False,
     health_timeout: Annotated[
         float, typer.Option("--health-timeout", help="seconds a service has to become healthy")
@@ -802,8 +808,14 @@ def apply(
     from layoutgen.deploy import commands
     from layoutgen.deploy.apply import Bounds
 
+    if (spec is None) != pull:
+        print("error: give SPEC, or --pull without one", file=sys.stderr)
+        raise typer.Exit(2)
     bounds = Bounds(health=health_timeout, release=release_timeout)
-    raise typer.Exit(commands.apply(spec, dry_run=dry_run, say=_say, bounds=bounds, pull=pull))
+    scope = "user" if user else "system"
+    raise typer.Exit(
+        commands.apply(spec, dry_run=dry_run, say=_say, bounds=bounds, pull=pull, scope=scope)
+    )
 
 
 @app.command()

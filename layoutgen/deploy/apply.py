@@ -235,9 +235,13 @@ class Switcher:
             assert rec is not None
             self.manager.reset_failed(rec.unit)
             self.say(f"starting {rec.unit}")
-            self.manager.start(rec.unit)
             outcome.started.append(name)
-            why = self.wait_healthy(rec)
+            try:
+                self.manager.start(rec.unit)
+            except LayoutgenError as exc:
+                why = str(exc)
+            else:
+                why = self.wait_healthy(rec)
             if why:
                 outcome.ok = False
                 outcome.failed = f"{name}: {why}"

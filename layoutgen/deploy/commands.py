@@ -30,27 +30,36 @@ Say = Callable[[str], None]
 
 
 def apply(
-    spec: Path, *, dry_run: bool, say: Say, bounds: Bounds = DEFAULT_BOUNDS, pull: bool = False
+    spec: Path | None,
+    *,
+    dry_run: bool,
+    say: Say,
+    bounds: Bounds = DEFAULT_BOUNDS,
+    pull: bool = False,
+    scope: str = "system",
 ) -> int:
+    """``spec`` None with ``pull``: the spec host.gitops of the running generation names,
+    fetched first (the pull service's command)."""
     try:
-        v = validated(spec, say)
-        scope = v.spec.host.deploy.scope
+        if not pull:
+            assert spec is not None
+            v = validated(spec, say)
+            scope = v.spec.host.deploy.scope
         store = store_for(scope)
         with store.locked():
             current = store.current()
             commit = ""
             if pull:
-                g = v.spec.host.gitops
-                if g is None:
-                    raise ApplyError(f"{spec}: --pull needs host.gitops in the spec")
-                checkout = gitops.checkout_dir(store.root)
-                deployed = current.commit if current is not None else ""
-                commit, moved = gitops.pull(checkout, g.repo, g.branch, deployed)
-                if not moved:
-                    say(f"{g.branch} is at the deployed commit {commit[:12]}; nothing to apply")
+                spec, commit = _pulled(store, current, say)
+                if spec is None:
                     return OK
-                spec = checkout / g.spec
                 v = validated(spec, say)
+                if v.spec.host.deploy.scope != scope:
+                    raise ApplyError(
+                        f"{spec}: host.deploy.scope is {v.spec.host.deploy.scope!r} at "
+                        f"{commit[:12]}; the pull service runs for {scope!r}: apply it by hand"
+                    )
+            assert spec is not None
             prepared = prepare(v, spec)
             manager = Manager(scope)
             if dry_run:
@@ -82,6 +91,27 @@ def apply(
     except LayoutgenError as exc:
         say(f"error: {exc}")
         return FAILED
+
+
+def _pulled(store: Store, current: Generation | None, say: Say) -> tuple[Path | None, str]:
+    """(the checkout's spec, its commit); no spec when the branch has not moved."""
+    if current is None or not current.gitops:
+        raise ApplyError(
+            "--pull: the running generation has no host.gitops; apply a spec with one first"
+        )
+    g = current.gitops
+    checkout = gitops.checkout_dir(store.root)
+    commit, moved = gitops.pull(checkout, g["repo"], g["branch"], current.commit)
+    if not moved:
+        say(f"{g['branch']} is at the deployed commit {commit[:12]}; nothing to apply")
+        return None, commit
+    if any(x.commit == commit and x.state == "failed" for x in store.all()):
+        raise ApplyError(
+            f"{g['branch']} is at {commit[:12]}, which failed here before (layoutgen rollback "
+            "--list); the pull service waits for a new commit"
+        )
+    say(f"{g['branch']} moved to {commit[:12]}: applying {g['spec']}")
+    return checkout / g["spec"], commit
 
 
 def rollback(
@@ -170,9 +200,15 @@ def _say_changes(say: Say, current: Generation | None, plan: object, verb: str) 
 
 
 def _timers(manager: Manager, gen: Generation, say: Say) -> None:
-    """Enable and start the generation's pull timer (its [Install] says timers.target)."""
-    for dest in gen.install.values():
+    """Enable and start the generation's timers (the git-ops pull, a LoRA update's, a
+    schedule's start/stop), as the manual steps do: their [Install] names timers.target."""
+    for rel, dest in sorted(gen.install.items()):
         name = Path(dest).name
-        if name == f"{gitops.UNIT}.timer":
+        if not name.endswith(".timer"):
+            continue
+        if "[Install]" in (gen.files / rel).read_text(encoding="utf-8"):
             manager.systemctl("enable", "--now", name)
             say(f"{name} enabled")
+        else:  # no [Install]: started for this boot (a schedule's timers, render/schedule.py)
+            manager.systemctl("start", name)
+            say(f"{name} started")

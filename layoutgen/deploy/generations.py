@@ -104,6 +104,8 @@ class Generation:
     state: str
     created: str
     commit: str = ""  # the git commit the spec came from (git-ops), "" when not known
+    #: host.gitops as applied: {repo, branch, spec}; None when the spec has none
+    gitops: Mapping[str, str] | None = None
 
     @property
     def files(self) -> Path:
@@ -120,6 +122,7 @@ class Generation:
             "host": self.host,
             "scope": self.scope,
             "commit": self.commit,
+            "gitops": None if self.gitops is None else dict(self.gitops),
             "created": self.created,
             "state": self.state,
             "start_order": list(self.start_order),
@@ -187,6 +190,7 @@ class Store:
             state=str(d["state"]),
             created=str(d["created"]),
             commit=str(d.get("commit", "")),
+            gitops=d.get("gitops"),
         )
 
     def all(self) -> list[Generation]:

@@ -1,11 +1,11 @@
 """Git-ops pull (opt-in, ``host.gitops``): a ``layoutgen-pull.service`` and ``.timer``.
 
 The timer (``OnUnitInactiveSec`` = the interval) starts the service, which runs
-``layoutgen apply --pull SPEC``: fetch the branch into the state directory's
-checkout, refuse a commit that is not a fast-forward of the deployed one (a
-force-push, or a branch moved back, is never deployed by a timer), check it out
-and apply the spec from it.  git and systemd's timers do the work; layoutgen
-only decides.
+``layoutgen apply --pull``: fetch the branch the running generation's
+``host.gitops`` names into the state directory's checkout, refuse a commit that
+is not a fast-forward of the deployed one (a force-push, or a branch moved back,
+is never deployed by a timer), check it out and apply the spec from it.  git
+and systemd's timers do the work; layoutgen only decides.
 """
 
 from __future__ import annotations
@@ -39,14 +39,12 @@ def units(v: Validated, spec: Path) -> dict[str, str]:
     import jinja2
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    from layoutgen.deploy.generations import state_dir
     from layoutgen.render import quoting
     from layoutgen.render.artifacts import default_templates, header
 
     scope = v.spec.host.deploy.scope
-    checkout = checkout_dir(state_dir(scope))
     exe = shutil.which("layoutgen") or str(Path(sys.argv[0]).absolute())
-    argv = [exe, "apply", "--pull", str(checkout / g.spec)]
+    argv = [exe, "apply", "--pull", *(["--user"] if scope == "user" else [])]
     env = ImmutableSandboxedEnvironment(
         loader=jinja2.FileSystemLoader(str(default_templates())),
         undefined=jinja2.StrictUndefined,

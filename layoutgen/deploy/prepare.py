@@ -38,6 +38,7 @@ class Prepared:
     def meta(self, commit: str = "") -> dict[str, Any]:
         import datetime
 
+        g = self.validated.spec.host.gitops
         return {
             "schema": 1,
             "spec": self.spec,
@@ -48,6 +49,7 @@ class Prepared:
             "start_order": list(self.start_order),
             "install": dict(self.install),
             "services": {s.name: s.as_json() for s in self.services},
+            "gitops": None if g is None else {"repo": g.repo, "branch": g.branch, "spec": g.spec},
         }
 
 

@@ -22,7 +22,6 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -239,5 +238,66 @@ def test_missing_secret_stops_apply_with_the_command(host: machine.Machine) -> N
     assert "printf '%s' \"$API_KEY\" | sudo podman secret create e2e-key -" in done.stderr
 
 
-def test_path_exists() -> None:
-    assert Path(machine.ROOT / "tests/tools/build_rootfs.sh").is_file()
+def test_dry_run_changes_nothing(host: machine.Machine) -> None:
+    before = host.ok("layoutgen rollback --list")
+    done = apply(host, "/srv/specs/q-a.yaml", "--dry-run")
+    assert done.returncode == 0, done.stderr
+    assert "apply would:" in done.stderr
+    assert "  stop (in this order): beta" in done.stderr
+    assert host.ok("layoutgen rollback --list") == before
+    assert health(host, 8104) == 200
+
+
+GITOPS = """
+set -e
+git config --global user.email e2e@example.invalid
+git config --global user.name e2e
+git config --global init.defaultBranch main
+mkdir -p /srv/work/layouts
+cp -r /srv/specs/models /srv/work/layouts/
+cp /srv/specs/g.yaml /srv/work/layouts/g.yaml
+cd /srv/work
+git init -q && git add . && git commit -qm v1
+git clone -q --bare /srv/work /srv/repo.git && git remote add origin /srv/repo.git
+"""
+
+
+def test_gitops_pull_applies_fast_forwards_only(host: machine.Machine) -> None:
+    host.model("g1", vram_mib=8000)
+    path = spec(host, "g", {"g1": "ctx: 4096, port: 8301"})
+    host.ok(
+        f"sed -i 's|^  targets:|  gitops: {{repo: /srv/repo.git, branch: main, "
+        f"spec: layouts/g.yaml, interval: 1h}}\\n  targets:|' {path}"
+    )
+    host.ok(GITOPS)
+    done = apply(host, "/srv/work/layouts/g.yaml")
+    assert done.returncode == 0, done.stderr
+    assert "  + layoutgen-pull.service" in done.stderr
+    assert "layoutgen-pull.timer enabled" in done.stderr
+    assert host.ok("systemctl is-active layoutgen-pull.timer").strip() == "active"
+    assert "apply --pull" in show(host, "layoutgen-pull.service", "ExecStart")
+
+    # a pushed fast-forward: the pull service applies it (started by hand, not in 1 h)
+    host.ok(
+        "cd /srv/work && sed -i 's/ctx: 4096/ctx: 8192/' layouts/g.yaml && "
+        "git commit -qam v2 && git push -q origin main"
+    )
+    v2 = host.ok("git -C /srv/work rev-parse HEAD").strip()
+    pulled = host.sh("systemctl start layoutgen-pull.service", timeout=120)
+    assert pulled.returncode == 0, host.sh("journalctl -o cat -u layoutgen-pull").stdout
+    assert " -c 8192 " in show(host, "g1.service", "ExecStart")
+    current = next(x for x in host.ok("layoutgen rollback --list").splitlines() if x[0] == "*")
+    assert v2[:12] in current
+    assert health(host, 8301) == 200
+
+    # a force-push that rewrites the deployed commit is refused, the host unchanged
+    host.ok(
+        "cd /srv/work && git reset -q --hard HEAD~1 && sed -i 's/ctx: 4096/ctx: 2048/' "
+        "layouts/g.yaml && git commit -qam v3 && git push -qf origin main"
+    )
+    refused = host.sh("systemctl start layoutgen-pull.service", timeout=120)
+    assert refused.returncode != 0
+    log = host.ok("journalctl -o cat -u layoutgen-pull")
+    assert "which is not a fast-forward of the deployed" in log
+    assert " -c 8192 " in show(host, "g1.service", "ExecStart")
+    assert health(host, 8301) == 200

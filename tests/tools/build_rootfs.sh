@@ -21,7 +21,7 @@
 set -euo pipefail
 
 PACKAGES=(
-	systemd systemd-sysv dbus libpam-systemd python3 python3-pip curl ca-certificates
+	systemd systemd-sysv dbus libpam-systemd python3 python3-pip curl ca-certificates git
 	podman crun netavark aardvark-dns conmon catatonit fuse-overlayfs
 	iptables nftables zstd uidmap passt procps
 )
