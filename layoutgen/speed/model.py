@@ -215,13 +215,27 @@ def _prepared(w: Workload) -> _Prepared:
     grouped: dict[tuple[int, bool], list[Chunk]] = {}
     on: dict[tuple[int, bool], set[str]] = {}
     share, heat = w.n_expert_used / w.n_expert, w.heat.of
-    for c in w.chunks:  # token_bytes, inlined: this loop is the workload's one pass
-        f = share * heat(c.layer) if c.routed else 1.0
-        dev, key = c.device, (c.layer, c.routed)
-        nbytes[dev] = nbytes.get(dev, 0.0) + c.nbytes * f
-        flops[dev] = flops.get(dev, 0.0) + 2.0 * c.params * f
-        grouped.setdefault(key, []).append(c)
-        on.setdefault(key, set()).add(dev)
+    factor: dict[int, float] = {}  # a routed layer's share x heat, figured once
+    # token_bytes, inlined: this loop is the workload's one pass (hundreds of chunks a
+    # service, each solve: the fields unpacked once, a layer's heat looked up once)
+    for c in w.chunks:
+        dev, layer, nb, params, routed, _ = c
+        if routed:
+            f = factor.get(layer)
+            if f is None:
+                f = factor[layer] = share * heat(layer)
+        else:
+            f = 1.0
+        nbytes[dev] = nbytes.get(dev, 0.0) + nb * f
+        flops[dev] = flops.get(dev, 0.0) + 2.0 * params * f
+        key = (layer, routed)
+        group = grouped.get(key)
+        if group is None:
+            grouped[key] = [c]
+            on[key] = {dev}
+        else:
+            group.append(c)
+            on[key].add(dev)
     keys = sorted(grouped)
     groups = tuple(tuple(grouped[k]) for k in keys)
     devices = tuple(tuple(sorted(on[k])) for k in keys)
