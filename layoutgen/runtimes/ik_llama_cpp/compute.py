@@ -161,7 +161,7 @@ REPACKED_AS: Mapping[str, str] = {
         )
     },
     **{t: f"{t}_r8" for t in ("iq4_xs", "q4_0", "q8_0", "q8_k", "q8_kv")},
-    "mxfp4": "mxfp4_r4",
+    "mxfp4": "mxfp4_r8",
 }  # fmt: skip
 
 
