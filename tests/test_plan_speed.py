@@ -203,11 +203,8 @@ LANES = (LAYOUTS / "workstation-gpu-cpu-lanes.yaml").read_text()
 
 
 def _lanes(tmp: Path, batch: str | None, interactive: str | None) -> Path:
-    text = LANES.replace(
-        "    threads: 32                      # SMT on\n",
-        "    threads: 32\n    model: EPYC 9175F\n",
-    )
-    text = text.replace("profile: models/", f"profile: {LAYOUTS}/models/")
+    assert "    model: EPYC 9175F " in LANES  # seed 000's CPU, as the layout carries it
+    text = LANES.replace("profile: models/", f"profile: {LAYOUTS}/models/")
     # seed 000's interactive lane with experts partly in host RAM: 36 of 48 layers' (at
     # 24 the two lanes ask 96 % of host RAM's effective bandwidth: the layers' thread
     # barriers leave it idle part of each token)
