@@ -170,6 +170,17 @@ def boot(workdir: Path, fakenvml_lib: Path, quadlet: bool) -> Machine:
             check=True,
             capture_output=True,
         )
+    # images of older root filesystems (another key) go: ~0.5 GB each
+    listed = subprocess.run(
+        ["podman", "images", "--format", "{{.Repository}}:{{.Tag}}", "localhost/layoutgen-e2e"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    for old in listed:
+        if old != image:
+            subprocess.run(["podman", "rmi", "-f", old], env=env, capture_output=True, check=False)
     storage = Path(tempfile.mkdtemp(prefix="layoutgen-e2e-storage-", dir="/var/tmp"))
     name = f"layoutgen-e2e-{os.getpid()}"
     subprocess.run(["podman", "rm", "-f", name], env=env, capture_output=True, check=False)

@@ -228,6 +228,12 @@ def test_quadlet_form(host: machine.Machine) -> None:
     status = json.loads(host.ok("layoutgen status --format json"))
     rows = {r["service"]: r for r in status["services"]}
     assert rows["beta"]["vram_used"] == {"0": 25000 << 20}
+    same = host.sh("layoutgen status /srv/specs/q-b.yaml")
+    assert same.returncode == 0, same.stderr
+    assert "differs" not in same.stderr
+    other = host.sh("layoutgen status /srv/specs/q-a.yaml")
+    assert other.returncode == 1  # its alpha starts at boot, and is stopped
+    assert "differs from /srv/specs/q-a.yaml as it is now: layoutgen apply it" in other.stderr
 
 
 def test_missing_secret_stops_apply_with_the_command(host: machine.Machine) -> None:
