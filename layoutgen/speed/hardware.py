@@ -272,6 +272,16 @@ CPUS: dict[str, CpuFacts] = {
             "(MRDIMM-8800 also supported)",
         ),
         CpuFacts(
+            "Core i5-1235U",
+            10,
+            1.3,
+            32,
+            2,
+            3200,
+            "Intel Core i5-1235U ark: 2 P-cores (1.3 GHz base) + 8 E-cores, 12 threads, AVX2 "
+            "(2 x FMA); with DDR4-3200 two channels (the Beelink EQI12 of seed 004)",
+        ),
+        CpuFacts(
             "Core i5-4278U",
             2,
             2.6,
