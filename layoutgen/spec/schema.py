@@ -415,9 +415,9 @@ class Host(Strict):
     memory_bandwidth_measured: Bandwidth | None = Field(
         default=None,
         description="host RAM bandwidth you measured (mlc --max_bandwidth, STREAM triad), "
-        "e.g. 460GB/s: the speed model takes it as measured, scaled by the efficiency "
-        "decode reaches of a measured figure (a prior, 0.70; layoutgen.speed.plan_speed), "
-        "not a peak's; give it or memory_bandwidth, not both",
+        "e.g. 460GB/s: the speed model reads host RAM at that figure (efficiency 1: a "
+        "measured figure is what decode can reach, no peak's efficiency applies); give "
+        "it or memory_bandwidth, not both",
     )
     efficiency: float | None = Field(
         default=None,
