@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: render test docs docs-pages lint typecheck bench schema clean tools runtime oracle-report truth-table speed-table fuzz injection kills sweeps
+.PHONY: render test docs docs-pages lint typecheck bench schema clean tools runtime oracle-report truth-table speed-table fuzz injection kills sweeps e2e-tools
 
 # setuptools' editable install warns that a folder named like a package could shadow
 # it (templates/ is installed as layoutgen_templates): a notice about how editable
@@ -41,18 +41,32 @@ tools:
 runtime: $(STAMP)
 	PIP=$(BIN)/pip bash tests/tools/build_llama.sh
 
-test: $(STAMP) lint typecheck tools runtime docs
+# The end-to-end suite's host (issue 34, tests/e2e): podman, mmdebstrap and runc
+# from Debian's packages when missing (apt-get; sudo unless root), then the Debian
+# trixie root filesystem that systemd boots in (tests/tools/build_rootfs.sh): about
+# 30 s the first time, cached under ~/.cache/layoutgen/tools, then ~0.01 s.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+e2e-tools: $(STAMP)
+	@command -v podman >/dev/null && command -v mmdebstrap >/dev/null && command -v runc >/dev/null || \
+	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq \
+	    podman mmdebstrap runc uidmap fuse-overlayfs zstd >/dev/null; }
+	PIP=$(BIN)/pip bash tests/tools/build_rootfs.sh >/dev/null
+
+test: $(STAMP) lint typecheck tools runtime docs e2e-tools
 	$(BIN)/pytest -q
 
-# The documentation site (docs/, mkdocs.yml) into build/site: the generated parts of
-# the pages first (tests/tools/docs_pages.py: README's copy, the changelog, spec keys,
-# CLI help, rule and flag tables), then mkdocs-material with --strict (a broken link or
-# anchor fails). tests/test_docs_pages.py fails when a generated part is stale.
-docs: $(STAMP) docs-pages
+# The documentation site (docs/, mkdocs.yml) into build/site with mkdocs-material,
+# --strict (a broken link or anchor fails). It builds the pages as committed:
+# tests/test_docs_pages.py fails when a generated part is stale, and
+# `make docs-pages` rewrites them (tests/tools/docs_pages.py: README's copy, the
+# changelog, spec keys, CLI help, rule and flag tables, input limits, speed and
+# held-out figures; and the truth table).
+docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 docs-pages: $(STAMP)
 	$(BIN)/python -m tests.tools.docs_pages
+	$(BIN)/python -m tests.truth.table --docs > /dev/null
 
 # The long hostile-input sweeps (issue 12), each outside CI's time budget;
 # `make test` runs a small seeded sample of each.

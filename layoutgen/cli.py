@@ -1,6 +1,6 @@
 """Command line: maps flags onto one function per command, and errors onto exit codes.
 
-Exit codes (documented in the README):
+Exit codes (documented in docs/reference/cli.md):
   0  success (valid / up to date)
   1  invalid input, a layout that does not fit, or any other user-facing error
   2  usage error (unknown option, missing argument)
@@ -762,6 +762,121 @@ def doctor(
         print(f"doctor: no NVIDIA GPU read ({report.reason})", file=sys.stderr)
     print(f"{spec}: {_count(len(findings), 'finding')}", file=sys.stderr)
     raise typer.Exit(live_findings.exit_code(findings))
+
+
+# ------------------------------------------------ apply / status / rollback (issue 34)
+
+
+class StatusFormat(enum.StrEnum):
+    text = "text"
+    json = "json"
+
+
+@app.command()
+def apply(
+    spec: Annotated[
+        Path | None,
+        typer.Argument(help="the spec this host runs (none with --pull)", metavar="SPEC"),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="render the generation, show what changes, stop")
+    ] = False,
+    pull: Annotated[
+        bool,
+        typer.Option(
+            "--pull",
+            help="(the git-ops pull service) fetch the branch the running generation's "
+            "host.gitops names and apply its spec, if a fast-forward of the deployed commit",
+        ),
+    ] = False,
+    user: Annotated[
+        bool, typer.Option("--user", help="with --pull: the rootless units' generations")
+    ] = False,
+    health_timeout: Annotated[
+        float, typer.Option("--health-timeout", help="seconds a service has to become healthy")
+    ] = 600.0,
+    release_timeout: Annotated[
+        float,
+        typer.Option("--release-timeout", help="seconds a stopped service has to free its VRAM"),
+    ] = 60.0,
+    allow_outside: AllowOutside = False,
+) -> None:
+    """On the target host: render a new generation, install its units, stop what changes
+    (waiting for its GPU memory), start in order gated on health, check as doctor does,
+    roll back on failure. Exit 0 applied, 1 refused or rolled back, 3 rollback failed too."""
+    _allow_outside(allow_outside)
+    from layoutgen.deploy import commands
+    from layoutgen.deploy.apply import Bounds
+
+    if (spec is None) != pull:
+        print("error: give SPEC, or --pull without one", file=sys.stderr)
+        raise typer.Exit(2)
+    bounds = Bounds(health=health_timeout, release=release_timeout)
+    scope = "user" if user else "system"
+    raise typer.Exit(
+        commands.apply(spec, dry_run=dry_run, say=_say, bounds=bounds, pull=pull, scope=scope)
+    )
+
+
+@app.command()
+def status(
+    spec: Annotated[
+        Path | None, typer.Argument(help="the spec (default: the running generation)")
+    ] = None,
+    fmt: Annotated[StatusFormat, typer.Option("--format", help="text or json")] = (
+        StatusFormat.text
+    ),
+    user: Annotated[
+        bool, typer.Option("--user", help="rootless units (without SPEC; default: rootful)")
+    ] = False,
+    allow_outside: AllowOutside = False,
+) -> None:
+    """One row per service: unit state, health, port and bind, VRAM used against planned,
+    generation. Exit 0 all started services healthy, 1 otherwise."""
+    _allow_outside(allow_outside)
+    from layoutgen.deploy import status as deploy_status
+    from layoutgen.errors import LayoutgenError
+
+    try:
+        rows, notes, code = deploy_status.status(spec, "user" if user else None)
+    except LayoutgenError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    if fmt is StatusFormat.json:
+        sys.stdout.write(deploy_status.as_json(rows, notes))
+    else:
+        sys.stdout.write(deploy_status.text(rows))
+        for note in notes:
+            print(note, file=sys.stderr)
+    raise typer.Exit(code)
+
+
+@app.command()
+def rollback(
+    generation: Annotated[
+        int | None, typer.Argument(help="the generation (default: the one before)")
+    ] = None,
+    list_: Annotated[bool, typer.Option("--list", help="list the generations")] = False,
+    user: Annotated[bool, typer.Option("--user", help="rootless units")] = False,
+    health_timeout: Annotated[float, typer.Option("--health-timeout")] = 600.0,
+    release_timeout: Annotated[float, typer.Option("--release-timeout")] = 60.0,
+) -> None:
+    """Switch back to an earlier generation (as apply switches), or list them.
+    Exit 0 switched, 1 failed (the current generation runs again)."""
+    from layoutgen.deploy import commands
+    from layoutgen.deploy.apply import Bounds
+
+    scope = "user" if user else "system"
+    if list_:
+        lines = commands.generations(scope)
+        print("\n".join(lines) if lines else "no generations", file=sys.stdout)
+        raise typer.Exit(0)
+    bounds = Bounds(health=health_timeout, release=release_timeout)
+    raise typer.Exit(commands.rollback(generation, scope=scope, say=_say, bounds=bounds))
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _write_text(path: Path, text: str) -> None:

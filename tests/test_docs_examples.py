@@ -8,13 +8,13 @@ repository (``layouts/``, ``templates/``, ``out/`` rendered afresh, a git histor
 ``origin/main``),
 with the page's fixtures from ``tests/docs_fixtures/PAGE/`` (the import how-to's
 host-only spec and command line, the misspelt spec the commands page shows).  A
-block "shows a command" when it is a ``sh``/``bash``/``console`` block, or a ``text``
-block whose first line starts with ``$ ``:
+block "shows a command" when it is a ``sh``/``bash`` block, or a ``text``/``console``
+block with a line that starts with ``$ ``:
 
 - ``sh`` blocks run with bash (``-eu -o pipefail``) and must exit 0;
-- ``text`` blocks run their ``$`` line; every other line of the block must be a line
-  the command printed (stdout and stderr, as a terminal shows them; ``...`` elides),
-  with no traceback;
+- ``text`` and ``console`` blocks are transcripts: each ``$`` line runs, and every line
+  after it up to the next ``$`` must be a line the command printed (stdout and stderr,
+  as a terminal shows them; ``...`` elides), with no traceback;
 - what needs the live host runs against stand-ins that do what the page relies on:
   ``podman logs NAME`` prints a real start-up log (``tests/cases/calibrate``),
   ``systemctl`` and ``journalctl`` record their arguments, ``curl -r A-B -o FILE URL``
@@ -63,8 +63,9 @@ class Block:
 
     @property
     def shows_command(self) -> bool:
-        return self.lang in {"sh", "bash", "shell", "console"} or (
-            self.lang == "text" and self.body.startswith("$ ")
+        return self.lang in {"sh", "bash", "shell"} or (
+            self.lang in {"text", "console"}
+            and any(line.startswith("$ ") for line in self.body.splitlines())
         )
 
 
@@ -209,32 +210,48 @@ def session(tmp: Path, page: str = "") -> Session:
     return Session(repo, env, calls)
 
 
+def _transcript(s: Session, where: str, command: str, shown: list[str]) -> None:
+    """``$ command`` and the lines shown after it: each shown line was printed."""
+    result = s.bash(command)
+    assert "Traceback" not in result.stdout, f"{where}: {command}\n{result.stdout}"
+    assert result.returncode in (0, 1, 2), f"{where}: {command}\n{result.stdout}"
+    printed = result.stdout.splitlines()
+    for line in shown:
+        if line.strip() != "...":
+            assert line in printed, (
+                f"{where} shows a line `{command}` no longer prints:\n{line}\n"
+                f"it printed:\n{result.stdout}"
+            )
+
+
 def check_block(s: Session, page: str, block: Block) -> None:
     where = f"{page}:{block.line}"
-    if block.lang == "text":
-        first, *shown = block.body.splitlines()
-        result = s.bash(first[2:])
-        assert "Traceback" not in result.stdout, f"{where}: {first}\n{result.stdout}"
-        assert result.returncode in (0, 1, 2), f"{where}: {first}\n{result.stdout}"
-        printed = result.stdout.splitlines()
-        for line in shown:
-            if line.strip() != "...":
-                assert line in printed, (
-                    f"{where} shows a line `{first[2:]}` no longer prints:\n{line}\n"
-                    f"it printed:\n{result.stdout}"
-                )
+    if block.lang in {"text", "console"}:
+        # a transcript: each `$ ` line a command, the lines up to the next one its output
+        steps: list[tuple[str, list[str]]] = []
+        for line in block.body.splitlines():
+            if line.startswith("$ "):
+                steps.append((line[2:], []))
+            elif steps:
+                steps[-1][1].append(line)
+        for command, shown in steps:
+            _transcript(s, where, command, shown)
     else:
         result = s.bash(block.body)
         assert result.returncode == 0, f"{where}: exit {result.returncode}\n{result.stdout}"
         assert "Traceback" not in result.stdout, f"{where}\n{result.stdout}"
 
 
+def pages_with_commands() -> list[Path]:
+    """The pages that show a command (the others are checked by mkdocs --strict alone)."""
+    return [p for p in pages() if any(b.shows_command for b in blocks(p.read_text()))]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("page", pages(), ids=page_id)
+@pytest.mark.parametrize("page", pages_with_commands(), ids=page_id)
 def test_every_command_on_the_page_runs_as_shown(page: Path, tmp_path: Path) -> None:
     commands = [b for b in blocks(page.read_text(encoding="utf-8")) if b.shows_command]
-    if not commands:
-        pytest.skip("no command on this page")
+    assert commands
     s = session(tmp_path, page_id(page) if page.parent != ROOT else "")
     for block in commands:
         check_block(s, page_id(page), block)
@@ -255,6 +272,9 @@ def test_a_command_block_that_fails_is_reported(tmp_path: Path) -> None:
         check_block(
             s, "x", Block("text", "$ layoutgen validate layouts/tower-2x5060ti.yaml\nnope\n", 1)
         )
+    second = "$ layoutgen --version\nlayoutgen 0.0.0\n"  # a transcript's second command
+    with pytest.raises(AssertionError, match=r"layoutgen 0\.0\.0"):
+        check_block(s, "x", Block("console", "$ true\n" + second, 1))
     with pytest.raises(AssertionError, match="exit 1"):
         check_block(s, "x", Block("sh", "layoutgen validate layouts/broken.yaml\n", 1))
     with pytest.raises(AssertionError, match="exit 2"):

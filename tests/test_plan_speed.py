@@ -71,20 +71,20 @@ def test_dense_cpu_only_bytes_and_speed_by_hand(tmp_path: Path) -> None:
     kv = 2 * 2 * 8 * 128 * 2
     assert s.depth == 0 and s.decode_tps_depth0 is None
     assert s.host_bytes_per_token == pytest.approx(weights)
-    assert s.efficiency == plan_speed.PRIOR_EFFICIENCY == 0.55 and s.efficiency_basis == "prior"
+    assert s.efficiency == plan_speed.PRIOR_EFFICIENCY == 0.61 and s.efficiency_basis == "prior"
     assert s.host_figure == "peak" and s.gpu_efficiency is None  # no GPU
     bw = 12 * 6400e6 * 8  # EPYC 9175F: 12 channels DDR5-6400
     flops = 8 * 4.2e9 * 64  # 8 threads' cores x base clock x FP32 FLOPs a cycle
     params = weights / 2  # f16 (the norms' f32 are negligible here but counted below)
-    # per token 0.5 ms, and 7.7 us per layer the host computes (2 + the output layer)
+    # per token 0.5 ms, and 9.6 us per layer the host computes (2 + the output layer)
     # and thread (8): the threads' wake-ups and barriers
-    fixed = 0.5e-3 + 3 * 8 * 7.7e-6
-    seconds = max(weights / (0.55 * bw), 2 * params / flops)
+    fixed = 0.5e-3 + 3 * 8 * 9.6e-6
+    seconds = max(weights / (0.61 * bw), 2 * params / flops)
     assert 1 / s.decode_tps == pytest.approx(seconds + fixed, rel=1e-3)
     deep = plan_speed.at_depth(s, 2048)
     assert deep.depth == 2048 and deep.decode_tps_depth0 == s.decode_tps
     assert deep.host_bytes_per_token == pytest.approx(weights + kv * 2048)
-    seconds = max((weights + kv * 2048) / (0.55 * bw), 2 * params / flops)
+    seconds = max((weights + kv * 2048) / (0.61 * bw), 2 * params / flops)
     assert 1 / deep.decode_tps == pytest.approx(seconds + fixed, rel=1e-3)
     # and exactly the speed model's figure on the workload plan_speed builds
     rt = v.spec.runtimes["llama"].rules()
@@ -99,7 +99,7 @@ def test_plan_prints_speed_and_json_carries_it(tmp_path: Path) -> None:
     v = validate_file(_write(tmp_path, DENSE))
     text = to_text(v.plan)
     assert "decode speed, one request (speed model, DESIGN); depth 0 is llama-bench" in text
-    assert "tok/s at depth 0, estimated (host RAM η 0.55 prior x peak); asks host RAM for" in text
+    assert "tok/s at depth 0, estimated (host RAM η 0.61 prior x peak); asks host RAM for" in text
     doc = json.loads(to_json(v.plan))["services"]["lane"]["speed"]
     assert set(doc) == {
         "decode_tps",
@@ -134,7 +134,7 @@ def test_memory_bandwidth_and_efficiency_are_given(tmp_path: Path) -> None:
     s = _speed(_write(tmp_path, text), "lane")
     assert s.efficiency == 0.5 and s.efficiency_basis == "given"
     # no CPU model: no compute floor, bytes alone (and the 3 layers x 8 threads' barriers)
-    fixed = 0.5e-3 + 3 * 8 * 7.7e-6
+    fixed = 0.5e-3 + 3 * 8 * 9.6e-6
     assert 1 / s.decode_tps == pytest.approx(s.host_bytes_per_token / 50e9 + fixed)
 
 
@@ -148,8 +148,8 @@ def test_priors_are_the_fit_over_the_fitted_machines() -> None:
     g = priors.constants(ROOT / "tests" / "speed_data")
     assert model.DEFAULT.gpu_layer == pytest.approx(g.gpu_layer, rel=0.02)
     assert model.DEFAULT.cpu_layer_thread == pytest.approx(g.cpu_layer_thread, rel=0.02)
-    # a thread's pull: the fit leaves it at its bound (off), the thread sweep alone wants it
-    assert g.thread_bandwidth > 70e9 and model.DEFAULT.thread_bandwidth == 0
+    # a thread's pull: not fitted (off), as the default
+    assert g.thread_bandwidth == 0 == model.DEFAULT.thread_bandwidth
     records = cases.load_dir(ROOT / "tests" / "speed_data")
     assert len(priors.gpu_fits(records)) >= 3  # machines with every layer on GPUs
     assert len(priors.host_fits(records, gpu, "peak")) >= 5
@@ -204,15 +204,14 @@ LANES = (LAYOUTS / "workstation-gpu-cpu-lanes.yaml").read_text()
 
 
 def _lanes(tmp: Path, batch: str | None, interactive: str | None) -> Path:
-    text = LANES.replace(
-        "    threads: 32                      # SMT on\n",
-        "    threads: 32\n    model: EPYC 9175F\n",
-    )
-    text = text.replace("profile: models/", f"profile: {LAYOUTS}/models/")
-    # seed 000's interactive lane with experts partly in host RAM
+    assert "    model: EPYC 9175F " in LANES  # seed 000's CPU, as the layout carries it
+    text = LANES.replace("profile: models/", f"profile: {LAYOUTS}/models/")
+    # seed 000's interactive lane with experts partly in host RAM: 36 of 48 layers' (at
+    # 24 the two lanes ask 96 % of host RAM's effective bandwidth: the layers' thread
+    # barriers leave it idle part of each token)
     text = text.replace(
         "    threads: 4                       # assumed\n",
-        "    threads: 4\n    experts: {mode: n-cpu-moe, n: 24}\n",
+        "    threads: 4\n    experts: {mode: n-cpu-moe, n: 36}\n",
     )
     if interactive is not None:
         text = text.replace("    port: 8000 ", f'    schedule: "{interactive}"\n    port: 8000 ')
@@ -446,3 +445,59 @@ def test_seed001_next_gib_is_the_smallest_glm_tensor(tmp_path: Path) -> None:
     assert back["gpu0"].tensors[0].startswith("blk.14.")  # the coldest head layer
     assert back["gpu1"].tensors[0].startswith("blk.77.")
     assert "(no expert tensor fits in a GiB; the smallest: blk.15.ffn_" in to_text(v.plan)
+
+
+SEED004 = {"genesis": 83.0, "aeon": 68.86}  # "~83 tok/s steady"; AEON's 68.86
+
+
+def test_seed004s_mtp_services_within_5_percent_with_the_documented_acceptance() -> None:
+    """Seed 004: vLLM at tensor parallel 2 on two RTX 5060 Ti (448 GB/s each, the GPU
+    prior), MTP with 3 drafted tokens.  A step reads the rank's weights but the embedding
+    and the MTP head; each draft reads the MTP head and the LM head; a step yields
+    1 + a + a^2 + a^3 tokens at the acceptance a (0.78, fitted on these two services:
+    not held out, a check that one acceptance serves two checkpoints)."""
+    v = validate_file(LAYOUTS / "vllm-tower-seed004.yaml")
+    for name, measured in SEED004.items():
+        s = v.plan.service(name).speed
+        assert isinstance(s, SpeedPlan), name
+        assert abs(s.decode_tps / measured - 1) < 0.05, (name, s.decode_tps)
+        assert any("speculative acceptance: 0.78" in c for c in s.caveats)
+    rs = next(r for r in v.services if r.name == "genesis")
+    sp = v.plan.service("genesis")
+    profile = v.profiles[rs.service.model]
+    w = plan_speed.budget_workload(sp, profile)
+    tensors = list(profile.tensors())
+    total = sum(t.nbytes for t in tensors)
+    embed = sum(t.nbytes for t in tensors if "embed_tokens" in t.name)
+    mtp = sum(t.nbytes for t in tensors if t.name.startswith("mtp."))
+    share = sp.buffers[sorted(sp.buffers)[0]].weights / total
+    assert sum(c.nbytes for c in w.chunks) == pytest.approx((total - embed - mtp) * share)
+    draft = plan_speed.mtp_draft_workload(sp, profile)
+    assert draft is not None
+    head = sum(t.nbytes for t in tensors if t.name == "lm_head.weight")
+    assert sum(c.nbytes for c in draft.chunks) == pytest.approx((mtp + head) * share)
+    m = plan_speed.machine(v.spec, rs)
+    assert isinstance(m, model.Machine)
+    step = model.decode(m, w, 0).seconds + 3 * model.decode(m, draft, 0).seconds
+    a = plan_speed.SPECULATIVE_ACCEPTANCE
+    s = v.plan.service("genesis").speed
+    assert isinstance(s, SpeedPlan)
+    assert s.decode_tps == pytest.approx((1 + a + a**2 + a**3) / step)
+
+
+def test_tokens_per_step() -> None:
+    assert plan_speed.tokens_per_step(0.0, 3) == 1.0  # every draft refused: the target's
+    assert plan_speed.tokens_per_step(1.0, 3) == 4.0  # every draft taken
+    assert plan_speed.tokens_per_step(0.5, 2) == pytest.approx(1.75)
+
+
+def test_seed004s_beelink_prints_a_speed_from_the_cpu_the_seed_states() -> None:
+    """Seed 004's Beelink (Core i5-1235U, 32GB DDR4-3200, CPU only): "Peak throughput:
+    10.44 tok/s" at 8 threads. The layout carries the CPU, so its plan prints a speed:
+    13.1 tok/s, 25 % fast (a 15 W laptop part reads less of its peak than the fitting
+    machines: a miss, said in the docs, not fitted away)."""
+    v = validate_file(LAYOUTS / "beelink-cpu-only.yaml")
+    assert v.spec.host.cpu.model == "Core i5-1235U" and v.spec.host.efficiency is None
+    s = v.plan.service("gemma4-26b").speed
+    assert isinstance(s, SpeedPlan) and s.host_figure == "peak"
+    assert 0 < s.decode_tps / 10.44 - 1 < 0.30

@@ -212,3 +212,18 @@ def test_rpc_rules(tmp_path: Path, overrides: dict[str, str], expected: str) -> 
         assert result.validated is not None
     else:
         assert result.validated is None
+
+
+def test_a_private_link_said_in_so_many_words_is_not_warned(tmp_path: Path) -> None:
+    """'private_link: true' on a private address: the user has said nothing else can
+    reach it (seed-style direct cable); on a public address it is refused."""
+    private = spec(endpoint="10.77.0.2:50052", served_by="tower-b, private_link: true")
+    result = load(tmp_path, private)
+    assert result.validated is not None, messages(result)
+    assert not any("beyond this machine" in m for m in messages(result))
+    public = spec(endpoint="8.8.8.8:50052", served_by="tower-b, private_link: true")
+    said = "\n".join(messages(load(tmp_path, public)))
+    assert "error: host.gpus[1].rpc.private_link: 8.8.8.8 is a public address" in said, said
+    # without the key the private address still warns (the default stays loud)
+    plain = messages(load(tmp_path, spec(endpoint="10.77.0.2:50052", served_by="tower-b")))
+    assert any("beyond this machine" in m for m in plain)

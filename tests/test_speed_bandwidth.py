@@ -25,18 +25,18 @@ NO_CPU = DENSE.replace(", model: EPYC 9175F", "")
 WEIGHTS = 2 * (4 * 1024 * 1024 * 2 + 3 * 1024 * 4096 * 2 + 2 * 1024 * 4) + 1024 * 4
 WEIGHTS += 1024 * 1000 * 2
 KV = 2 * 2 * 8 * 128 * 2  # f16 K and V, 8 heads x 128, 2 layers, per context token
-#: per token: 0.5 ms, and per layer computed (2 + the output layer) 7.7 us a host
-#: thread (8 threads: wake-ups and barriers) or 56 us a GPU (launches)
-HOST_FIXED = 0.5e-3 + 3 * 8 * 7.7e-6
-GPU_FIXED = 0.5e-3 + 3 * 56e-6
+#: per token: 0.5 ms, and per layer computed (2 + the output layer) 9.6 us a host
+#: thread (8 threads: wake-ups and barriers) or 77 us a GPU (launches)
+HOST_FIXED = 0.5e-3 + 3 * 8 * 9.6e-6
+GPU_FIXED = 0.5e-3 + 3 * 77e-6
 
 
 def test_a_measured_bandwidth_is_taken_as_measured(tmp_path: Path) -> None:
     text = NO_CPU.replace("  ram: 64GiB\n", "  ram: 64GiB\n  memory_bandwidth_measured: 60GB/s\n")
     s = _speed(_write(tmp_path, text), "lane")
     assert s.host_figure == "measured" and s.efficiency_basis == "prior"
-    assert s.efficiency == plan_speed.PRIOR_MEASURED_EFFICIENCY == 0.99
-    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.99 * 60e9) + HOST_FIXED)
+    assert s.efficiency == plan_speed.PRIOR_MEASURED_EFFICIENCY == 1.0
+    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (1.0 * 60e9) + HOST_FIXED)
     # the same figure written as a peak gets the peak's prior: a measured figure is not
     # scaled as if it were a datasheet peak
     peak = _speed(
@@ -45,12 +45,12 @@ def test_a_measured_bandwidth_is_taken_as_measured(tmp_path: Path) -> None:
     )
     assert peak.host_figure == "peak" and peak.efficiency == plan_speed.PRIOR_EFFICIENCY
     assert s.decode_tps / peak.decode_tps == pytest.approx(
-        (WEIGHTS / (0.55 * 60e9) + HOST_FIXED) / (WEIGHTS / (0.99 * 60e9) + HOST_FIXED)
+        (WEIGHTS / (0.61 * 60e9) + HOST_FIXED) / (WEIGHTS / (1.0 * 60e9) + HOST_FIXED)
     )
     plan = validate_file(_write(tmp_path, text, "m.yaml")).plan
-    assert "(host RAM η 0.99 prior x measured)" in to_text(plan)
+    assert "(host RAM η 1 prior x measured)" in to_text(plan)
     doc = json.loads(to_json(plan))["services"]["lane"]["speed"]
-    assert doc["host_figure"] == "measured" and doc["efficiency"] == 0.99
+    assert doc["host_figure"] == "measured" and doc["efficiency"] == 1.0
 
 
 def test_a_written_efficiency_scales_the_measured_figure(tmp_path: Path) -> None:
@@ -89,9 +89,9 @@ def test_every_layer_on_a_gpu_needs_no_host_bandwidth(tmp_path: Path) -> None:
     assert s.host_figure == "none" and s.host_bytes_per_token == 0 and s.host_demand == 0
     assert (s.gpu_efficiency, s.gpu_efficiency_basis) == (plan_speed.PRIOR_GPU_EFFICIENCY, "prior")
     # weights and no KV (depth 0) over the GPU's peak x the GPU prior: no host term
-    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.70 * 1000e9) + GPU_FIXED)
+    assert 1 / s.decode_tps == pytest.approx(WEIGHTS / (0.81 * 1000e9) + GPU_FIXED)
     text = to_text(validate_file(_write(tmp_path, GPU_ONLY, "g.yaml")).plan)
-    assert "(GPU η 0.7 prior); reads nothing from host RAM" in text
+    assert "(GPU η 0.81 prior); reads nothing from host RAM" in text
 
 
 def test_the_gpus_efficiency_is_their_own(tmp_path: Path) -> None:

@@ -125,4 +125,22 @@ def no_effect_reason(c: Change, v: Validated) -> str:
             if c.new > fit:
                 return f"max_layers {c.new} > the {fit} that fit"
             return f"the {fit} expert layers on GPUs are within max_layers {c.new}"
+    if len(p) == 3 and p[0] == "services" and (c.old is None or c.new is None):
+        why = _role_default(str(p[1]), str(p[2]), c.new if c.old is None else c.old, v)
+        if why is not None:
+            return why
     return "the plan and every rendered file are the same with it"
+
+
+def _role_default(name: str, key: str, value: Any, v: Validated) -> str | None:
+    """ "the role's default" where VALUE, written or removed, is what the service's role
+    gives KEY anyway (roles.explain says where each setting comes from)."""
+    from layoutgen.spec.roles import BASE, DEFAULTED, ROLES
+
+    service = v.spec.services.get(name)
+    if service is None or key not in DEFAULTED:
+        return None
+    default = ROLES.get(service.role, {}).get(key) or BASE.get(key)
+    if default is None or default.value != value:
+        return None
+    return f"{_short(value)} is what role {service.role} gives {key} anyway ({default.why})"

@@ -32,6 +32,10 @@ no guess.
 Depth: the speed is for one request at ``depth`` context tokens, by default 0 (what
 llama-bench's tg128 reports, to within its 128 tokens); ``layoutgen plan --depth N``
 asks for another (:func:`at_depth`), and the plan then gives both.
+
+vLLM: a token reads one tensor-parallel rank's share (:func:`budget_workload`); with
+MTP speculation a step adds its drafts' reads and yields :func:`tokens_per_step` tokens
+at :data:`SPECULATIVE_ACCEPTANCE` (said under the speed).
 """
 
 from __future__ import annotations
@@ -74,11 +78,13 @@ from layoutgen.speed.model import (
 #: (a 128-core Xeon) out of the efficiency; leave-one-machine-out figures:
 #: python -m layoutgen.speed.lomo.
 #: Host RAM over a peak (channels x MT/s x 8 or memory_bandwidth).
-PRIOR_EFFICIENCY = 0.55
-#: Host RAM over a measured figure (memory_bandwidth_measured: mlc, STREAM).
-PRIOR_MEASURED_EFFICIENCY = 0.99
+PRIOR_EFFICIENCY = 0.61
+#: Host RAM over a measured figure (memory_bandwidth_measured: mlc, STREAM): 1, by
+#: mechanism (a measured read bandwidth is what decode reads at), not fitted; fitted
+#: with the others it came to 1.01.
+PRIOR_MEASURED_EFFICIENCY = 1.0
 #: GPU memory over its datasheet peak.
-PRIOR_GPU_EFFICIENCY = 0.70
+PRIOR_GPU_EFFICIENCY = 0.81
 
 Basis = Literal["given", "prior"]
 HostFigure = Literal["peak", "measured", "none"]
@@ -257,16 +263,24 @@ class _Facts:
 _HF_EXPERT = re.compile(r"\.(?:experts|block_sparse_moe\.experts)\.")
 
 
+#: a checkpoint's tensors a target decode step does not read whole: the embedding (one
+#: row a token) and the multi-token-prediction head (``mtp.*``: read by draft steps only)
+_NOT_READ = re.compile(r"(?:^|\.)embed_tokens\.|^mtp\.")
+_MTP = re.compile(r"^mtp\.")
+
+
 def budget_workload(sp: ServicePlan, profile: Profile) -> Workload:
     """A vLLM service as the speed model sees it: a token reads one rank's share of the
-    weights (routed experts at k/n of theirs) and of the KV at the depth asked, on one
-    GPU; tensor-parallel ranks read theirs at the same time, so one rank is the time
-    (their all-reduces are not counted: optimistic by that much)."""
+    weights (routed experts at k/n of theirs; not the embedding, a row a token, nor the
+    MTP head, which only drafting reads) and of the KV at the depth asked, on one GPU;
+    tensor-parallel ranks read theirs at the same time, so one rank is the time (their
+    all-reduces are not counted: optimistic by that much)."""
     budget = sp.budget
     assert budget is not None
-    tensors = profile.tensors()
+    tensors = tuple(profile.tensors())  # an iterator: read three times below
     total = sum(t.nbytes for t in tensors) or 1
     routed = sum(t.nbytes for t in tensors if _HF_EXPERT.search(t.name))
+    unread = sum(t.nbytes for t in tensors if _NOT_READ.search(t.name))
     size = max(1, _DTYPE_BYTES.get(profile.hparams.dtype or "", 2))
     ranks = [(b, p) for b, p in sorted(sp.buffers.items()) if p.weights]
     chunks: list[Chunk] = []
@@ -274,8 +288,9 @@ def budget_workload(sp: ServicePlan, profile: Profile) -> Workload:
     if ranks:
         buf, part = ranks[0]
         dev = sp.device_of[buf]
-        experts = routed * part.weights / total
-        dense = part.weights - experts
+        share = part.weights / total  # this rank's share of every tensor
+        experts = routed * share
+        dense = (total - routed - unread) * share
         chunks.append(Chunk(dev, 0, dense, dense / size))
         if experts:
             chunks.append(Chunk(dev, 0, experts, experts / size, True, "ffn_experts"))
@@ -288,6 +303,38 @@ def budget_workload(sp: ServicePlan, profile: Profile) -> Workload:
         kv_per_token=kv,
         graphed=True,  # vLLM replays a decode step as one CUDA graph
     )
+
+
+#: speculative decoding: the chance the target accepts a drafted token (each in turn,
+#: given the ones before it were), where the spec gives none. Fitted on seed 004's two
+#: vLLM services, MTP with 3 tokens on two RTX 5060 Ti at tensor parallel 2 (Genesis,
+#: INT4, ~83 tok/s; AEON, NVFP4, 68.86): 0.78 puts both within 1 % (2.86 tokens a step),
+#: with the GPU prior and the draft steps' reads below; one seed, two checkpoints.
+SPECULATIVE_ACCEPTANCE = 0.78
+
+
+def tokens_per_step(acceptance: float, n: int) -> float:
+    """Tokens a speculative step yields on average: the target's own, plus each of the
+    N drafted tokens while every one before it was accepted: sum of a^i, i = 0..N."""
+    return sum(acceptance**i for i in range(n + 1))
+
+
+def mtp_draft_workload(sp: ServicePlan, profile: Profile) -> Workload | None:
+    """What one MTP draft step reads on one rank: the MTP head and the LM head (vLLM's
+    MTP proposer computes its logits with the target's lm_head), at the rank's share;
+    None where the checkpoint has no ``mtp.*`` tensors."""
+    tensors = tuple(profile.tensors())
+    mtp = sum(t.nbytes for t in tensors if _MTP.search(t.name))
+    ranks = [(b, p) for b, p in sorted(sp.buffers.items()) if p.weights]
+    if not mtp or not ranks:
+        return None
+    head = sum(t.nbytes for t in tensors if t.name.startswith("lm_head."))
+    total = sum(t.nbytes for t in tensors) or 1
+    buf, part = ranks[0]
+    nbytes = (mtp + head) * part.weights / total
+    size = max(1, _DTYPE_BYTES.get(profile.hparams.dtype or "", 2))
+    chunk = Chunk(sp.device_of[buf], 0, nbytes, nbytes / size)
+    return Workload((chunk,), 1, 1, graphed=True)
 
 
 #: torch_dtype -> bytes per parameter (the speed model's FLOPs count parameters)
@@ -351,10 +398,26 @@ def service_speed(
     if host_bandwidth(spec) is None and reads_host(w):
         return None
     caveats = _caveats(spec, rs, w, profile)
+    draft: tuple[Workload, int] | None = None
+    sv = rs.service.speculative if sp.budget is not None else None
+    if sv is not None and sv.method == "mtp":
+        dw = mtp_draft_workload(sp, profile)
+        if dw is not None:
+            draft = (dw, sv.num_tokens)
+            per_step = tokens_per_step(SPECULATIVE_ACCEPTANCE, sv.num_tokens)
+            caveats += (
+                f"speculative acceptance: {SPECULATIVE_ACCEPTANCE} a drafted token assumed "
+                f"(seed 004's MTP), {per_step:.2f} tokens a step of {sv.num_tokens} drafts; "
+                "the speed moves with yours",
+            )
+    elif sv is not None:
+        caveats += (f"speculative decoding ({sv.method}): the speed is without it",)
 
     def at(d: int) -> SpeedPlan:
-        found = replace(_speed(spec, rs, m, w, d, others, caveats), at_depth=at)
-        return found if d == 0 else replace(found, decode_tps_depth0=decode(m, w, 0).tps)
+        found = replace(_speed(spec, rs, m, w, d, others, caveats, draft), at_depth=at)
+        if d == 0:
+            return found
+        return replace(found, decode_tps_depth0=_speculated(m, w, 0, draft)[0])
 
     return at(max(depth, 0))
 
@@ -367,8 +430,10 @@ def _speed(
     depth: int,
     others: Sequence[tuple[ResolvedService, ServicePlan, Profile]],
     caveats: tuple[str, ...],
+    draft: tuple[Workload, int] | None = None,
 ) -> SpeedPlan:
     b = decode(m, w, depth)
+    tps, seconds = _speculated(m, w, depth, draft)
     marginal: list[Marginal] = []
     back: list[Marginal] = []
     trades: list[Trade] = []
@@ -386,13 +451,13 @@ def _speed(
     geta, gbasis = gpu_efficiency(spec)
     reads = reads_host(w)
     plan = SpeedPlan(
-        decode_tps=b.tps,
+        decode_tps=tps,
         depth=depth,
         host_bytes_per_token=host_bytes,
-        host_demand=host_bytes * b.tps,
+        host_demand=host_bytes * tps,
         efficiency=eta,
         efficiency_basis=basis,
-        seconds=b.seconds,
+        seconds=seconds,
         host_seconds=b.device_seconds.get(HOST, 0.0),
         marginal=tuple(marginal),
         give_back=tuple(back),
@@ -405,6 +470,21 @@ def _speed(
         caveats=caveats,
     )
     return plan
+
+
+def _speculated(
+    m: Machine, w: Workload, depth: int, draft: tuple[Workload, int] | None
+) -> tuple[float, float]:
+    """(tokens a second, seconds a token) of W at DEPTH; with DRAFT (a draft step's
+    workload, drafts a step) a speculative step is the target's step and the drafts',
+    and yields tokens_per_step tokens."""
+    b = decode(m, w, depth)
+    if draft is None:
+        return b.tps, b.seconds
+    dw, n = draft
+    step = b.seconds + n * decode(m, dw, depth).seconds
+    tps = tokens_per_step(SPECULATIVE_ACCEPTANCE, n) / step
+    return tps, 1.0 / tps
 
 
 #: the speed model's blind spots a spec can show: (what, why it matters)

@@ -609,6 +609,18 @@ def _host(spec: Spec) -> Iterator[Problem]:
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
 
 
+def _public(address: str) -> bool:
+    """Whether ADDRESS is an IP literal outside the private, link-local and loopback
+    ranges (a host name: not known, False)."""
+    import ipaddress
+
+    try:
+        ip = ipaddress.ip_address(address.strip("[]"))
+    except ValueError:
+        return False
+    return ip.is_global
+
+
 def _rpc(host: Host, i: int, rpc: Rpc, seen: dict[str, int]) -> Iterator[Problem]:
     """An rpc device: one per endpoint, an absolute binary, and a warning off loopback."""
     where = ("host", "gpus", i, "rpc")
@@ -620,7 +632,14 @@ def _rpc(host: Host, i: int, rpc: Rpc, seen: dict[str, int]) -> Iterator[Problem
         )
     seen.setdefault(rpc.endpoint, i)
     address = rpc.endpoint.rpartition(":")[0]
-    if address not in LOOPBACK:
+    public = _public(address)
+    if rpc.private_link and public:
+        yield Problem(
+            (*where, "private_link"),
+            f"host.gpus[{i}].rpc.private_link: {address} is a public address, which no "
+            "private link has; use the address of the link between the two hosts",
+        )
+    elif address not in LOOPBACK and not rpc.private_link:
         yield Problem(
             (*where, "endpoint"),
             f"host.gpus[{i}].rpc.endpoint: ggml-rpc-server listens on {address}, beyond "

@@ -298,6 +298,12 @@ class Rpc(Strict):
         description="host that runs the server (its unit goes to out/<served_by>/); "
         "this host when absent",
     )
+    private_link: bool = Field(
+        default=False,
+        description="true: the endpoint's private address is on a link only the client "
+        "can reach (a direct cable, a VLAN of the two hosts), said in so many words: no "
+        "open-network warning; a public address is refused",
+    )
 
 
 class Gpu(Strict):
@@ -351,6 +357,33 @@ Target = Literal["podman", "quadlet", "systemd"]
 TARGETS: tuple[Target, ...] = ("podman", "quadlet", "systemd")
 
 
+class GitOps(Strict):
+    """issue 34: a pull timer that fetches the spec's repository and applies it."""
+
+    repo: Text = Field(description="the git repository to fetch (a URL or a path on the host)")
+    branch: Text = Field(default="main", description="the branch to follow")
+    spec: Text = Field(description="the spec's path inside the repository, e.g. layouts/tower.yaml")
+    interval: Annotated[str, AfterValidator(literals.text)] = Field(
+        default="5min",
+        pattern=r"^[0-9]+(s|min|h|d)$",
+        description="how often the timer fetches, as systemd writes a time span (30s, 5min, 1h)",
+    )
+
+
+class Deploy(Strict):
+    """issue 34: how ``layoutgen apply`` installs this host's units."""
+
+    scope: Literal["system", "user"] = Field(
+        default="system",
+        description="system: rootful units (/etc/containers/systemd, /etc/systemd/system; "
+        "apply runs as root); user: rootless units of the user who runs apply "
+        "(~/.config/containers/systemd, ~/.config/systemd/user)",
+    )
+    keep: int = Field(
+        default=10, ge=2, le=1000, description="generations kept by apply; older ones are pruned"
+    )
+
+
 class Host(Strict):
     name: Name = Field(description="host name; rendered files go to out/<name>/")
     cpu: Cpu = Field(description="CPU topology: cores and threads")
@@ -382,9 +415,9 @@ class Host(Strict):
     memory_bandwidth_measured: Bandwidth | None = Field(
         default=None,
         description="host RAM bandwidth you measured (mlc --max_bandwidth, STREAM triad), "
-        "e.g. 460GB/s: the speed model takes it as measured, scaled by the efficiency "
-        "decode reaches of a measured figure (a prior, 0.70; layoutgen.speed.plan_speed), "
-        "not a peak's; give it or memory_bandwidth, not both",
+        "e.g. 460GB/s: the speed model reads host RAM at that figure (efficiency 1: a "
+        "measured figure is what decode can reach, no peak's efficiency applies); give "
+        "it or memory_bandwidth, not both",
     )
     efficiency: float | None = Field(
         default=None,
@@ -409,6 +442,15 @@ class Host(Strict):
         min_length=1,
         description="what render writes: podman (run scripts), quadlet (.container "
         "units), systemd (plain .service units); default all three",
+    )
+    deploy: Deploy = Field(
+        default_factory=Deploy,
+        description="layoutgen apply: rootful or rootless units, generations kept",
+    )
+    gitops: GitOps | None = Field(
+        default=None,
+        description="opt-in pull deployment: a layoutgen-pull.service and .timer that fetch "
+        "the repository, check the commit is a fast-forward of the deployed one, and apply",
     )
 
     @model_validator(mode="after")

@@ -1,8 +1,9 @@
 """Known GPUs and CPUs with sourced peak figures: the defaults a spec may override.
 
-Peak memory bandwidth is the datasheet figure; the speed model multiplies it by one
-efficiency fitted per machine (model.fit_efficiency), so an entry here never carries a
-guessed "effective" bandwidth. Host bandwidth is channels x MT/s x 8 bytes (one 64-bit
+Peak memory bandwidth is the datasheet figure; the speed model multiplies it by the
+memory's efficiency (a prior fitted on tests/speed_data, or the machine's own from
+``layoutgen calibrate``), so an entry here never carries a guessed "effective"
+bandwidth. Host bandwidth is channels x MT/s x 8 bytes (one 64-bit
 channel per DIMM slot group; DDR5 counts its two 32-bit subchannels as one channel here).
 CPU FLOPs are peak FP32 FMA throughput (cores x base GHz x FLOPs/cycle): the speed model
 uses them only as a floor on time, so a peak (an upper bound on speed) can never make a
@@ -171,11 +172,12 @@ GPUS: dict[str, GpuFacts] = {
             "FP16 (the MI60 shares its memory system)",
         ),
         GpuFacts(
-            "RTX 5060 Ti 16GB",
+            "RTX 5060 Ti",
             448 * GB,
             47e12,
             PCIE5,
-            "NVIDIA GeForce RTX 5060 Ti specifications: 16 GB GDDR7, 128-bit, 448 GB/s",
+            "NVIDIA GeForce RTX 5060 Ti specifications: 16 GB or 8 GB GDDR7, 128-bit, 28 Gbps: "
+            "448 GB/s either way (the name NVML prints carries no size)",
         ),
     )
 }
@@ -268,6 +270,16 @@ CPUS: dict[str, CpuFacts] = {
             6400,
             "Intel Xeon 6980P (Granite Rapids) ark: 128 cores, 2.0 GHz, 12 channels DDR5-6400 "
             "(MRDIMM-8800 also supported)",
+        ),
+        CpuFacts(
+            "Core i5-1235U",
+            10,
+            1.3,
+            32,
+            2,
+            3200,
+            "Intel Core i5-1235U ark: 2 P-cores (1.3 GHz base) + 8 E-cores, 12 threads, AVX2 "
+            "(2 x FMA); with DDR4-3200 two channels (the Beelink EQI12 of seed 004)",
         ),
         CpuFacts(
             "Core i5-4278U",

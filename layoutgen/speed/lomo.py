@@ -2,9 +2,9 @@
 leave-one-machine-out.
 
 The speed model has a few constants shared by every machine (:class:`Globals`): GPU
-memory's efficiency, host RAM's over a peak figure and over a measured one, and the
-bandwidth one decoding thread pulls from host RAM.  :func:`fit` chooses them on a set
-of records, each machine weighing the same (the mean squared log error of its results),
+memory's efficiency, host RAM's over a peak figure and over a measured one, a GPU
+layer's and a host layer-and-thread's fixed cost.  :func:`fit` chooses them on a set
+of records, each machine weighing the same (the mean absolute log error of its results),
 never one constant per record or per machine.  :func:`table` then predicts each machine
 with the constants fitted on all the *other* machines: the figure a user gets on a
 machine the model never saw, with the hardware as its owner wrote it.
@@ -33,8 +33,13 @@ class Globals:
 
     gpu: float = 0.5
     peak: float = 0.4
-    measured: float = 0.7
-    thread_bandwidth: float = 12e9  # bytes/s one thread pulls from host RAM
+    #: over a measured figure: 1, by mechanism (an mlc or STREAM read bandwidth is
+    #: what a decode reads at); not fitted (fitted, it came to 1.01)
+    measured: float = 1.0
+    #: bytes/s one thread pulls from host RAM: not fitted (0: off), as model.DEFAULT;
+    #: fitted (bounds 1-80 GB/s) it went to its upper bound on every fold but the
+    #: thread sweep's, which wants about 12 GB/s
+    thread_bandwidth: float = 0.0
     gpu_layer: float = 20e-6  # seconds a token and layer on a GPU (launches)
     cpu_layer_thread: float = 0.2e-6  # seconds a token, host layer and thread (barriers)
 
@@ -54,8 +59,6 @@ class Globals:
 BOUNDS: dict[str, tuple[float, float]] = {
     "gpu": (0.1, 1.2),
     "peak": (0.1, 1.2),
-    "measured": (0.1, 1.5),
-    "thread_bandwidth": (1e9, 80e9),
     "gpu_layer": (1e-7, 300e-6),
     "cpu_layer_thread": (1e-9, 40e-6),
 }
@@ -93,10 +96,15 @@ def by_machine(records: Sequence[cases.Record]) -> dict[str, list[cases.Record]]
 
 
 def loss(records: Sequence[cases.Record], g: Globals) -> float:
-    """Sum over machines of the mean squared log error of the machine's results."""
+    """Sum over machines of the mean absolute log error of the machine's results: each
+    machine weighs the same, and a machine whose mechanism the model lacks (16 GPUs in
+    a row, Metal's launches) pulls the constants no harder than one it explains (a
+    squared error let such machines set them: leave-one-machine-out median 18.6 %,
+    37 % within 15 %, against 11.8 % and 59 % with this one, the measured figure's
+    efficiency fitted in both)."""
     total = 0.0
     for recs in by_machine(records).values():
-        errs = [math.log(r.predicted / r.measured) ** 2 for rec in recs for r in predict(rec, g)]
+        errs = [abs(math.log(r.predicted / r.measured)) for rec in recs for r in predict(rec, g)]
         total += sum(errs) / len(errs)
     return total
 
@@ -126,7 +134,7 @@ def fit(records: Sequence[cases.Record], sweeps: int = 3, iters: int = 30) -> Gl
     predicted, never fitted: a mechanism the model lacks must not bend its constants."""
     records = [r for r in records if r.cannot_see is None]
     g = Globals()
-    names = [f.name for f in fields(Globals)]
+    names = [f.name for f in fields(Globals) if f.name in BOUNDS]
     for _ in range(sweeps):
         for name in names:
             lo, hi = BOUNDS[name]

@@ -4,18 +4,28 @@ Decode (one token, batch 1) is a sum over the memories the token passes through,
 layer order; the devices do not overlap (llama.cpp and ik_llama.cpp run a token's graph
 splits one after another):
 
-    t = sum_d max(bytes_d / (eta * bw_d), flops_d / peak_flops_d)
+    t = sum_d [ max(bytes_d / bw_eff_d, flops_d / peak_flops_d) + layers_d x c_d ]
         + hops * hop_latency + token_overhead
 
 bytes_d  = dense (non-routed) weights on d, read fully
          + sum over routed-expert tensors on d: bytes * n_expert_used / n_expert * heat[layer]
          + KV bytes per context token on d * context depth
+bw_eff_d = eta_d x bw_d, and for host RAM at most threads x ``thread_bandwidth`` (off
+           by default: the fit leaves it at its bound)
+layers_d = the layers d computes a part of; c_d the cost of each besides its bytes: a
+           GPU's kernel launches (``gpu_layer``), host RAM's threads' wake-ups and
+           barriers (``cpu_layer_thread`` x threads); none for a workload replayed as
+           one CUDA graph (vLLM: ``Workload.graphed``)
 hops     = device changes along the layer order (activations over PCIe; ~12 KB each,
            so latency, not bandwidth, is the cost: seed 001 estimates 19 us in total)
 eta      = the memory's efficiency: host RAM's (``Machine.efficiency``) and the GPUs'
            (``Machine.gpu_efficiency``; None: the host's), each fitted by ``fit``;
            bandwidths are datasheet peaks from hardware.py or the spec, or a host RAM
            figure the user measured (plan_speed gives each its own prior).
+
+The shared constants (the efficiencies' priors, ``gpu_layer``, ``cpu_layer_thread``)
+are fitted together on tests/speed_data (layoutgen.speed.lomo, priors); ``python -m
+layoutgen.speed.lomo`` shows how each machine is predicted from the others.
 
 Prefill is compute-bound: per ubatch of B tokens each device needs
 2 x params_touched x B FLOPs at ``compute_efficiency`` x peak, or, for host-resident
@@ -124,11 +134,11 @@ class Constants:
     thread_bandwidth: float = 0.0
     #: per token and layer a GPU computes a part of: kernel launches and their gaps
     #: (seconds); fitted on tests/speed_data (layoutgen.speed.priors), rounded
-    gpu_layer: float = 56e-6
+    gpu_layer: float = 77e-6
     #: per token, layer host RAM computes a part of, and decoding thread: the wake-ups
     #: and barriers of the layer's ops, each thread's arrival an atomic on one cache
     #: line, so linear in threads (seconds); fitted on tests/speed_data (priors), rounded
-    cpu_layer_thread: float = 7.7e-6
+    cpu_layer_thread: float = 9.6e-6
 
 
 DEFAULT = Constants()
@@ -205,13 +215,27 @@ def _prepared(w: Workload) -> _Prepared:
     grouped: dict[tuple[int, bool], list[Chunk]] = {}
     on: dict[tuple[int, bool], set[str]] = {}
     share, heat = w.n_expert_used / w.n_expert, w.heat.of
-    for c in w.chunks:  # token_bytes, inlined: this loop is the workload's one pass
-        f = share * heat(c.layer) if c.routed else 1.0
-        dev, key = c.device, (c.layer, c.routed)
-        nbytes[dev] = nbytes.get(dev, 0.0) + c.nbytes * f
-        flops[dev] = flops.get(dev, 0.0) + 2.0 * c.params * f
-        grouped.setdefault(key, []).append(c)
-        on.setdefault(key, set()).add(dev)
+    factor: dict[int, float] = {}  # a routed layer's share x heat, figured once
+    # token_bytes, inlined: this loop is the workload's one pass (hundreds of chunks a
+    # service, each solve: the fields unpacked once, a layer's heat looked up once)
+    for c in w.chunks:
+        dev, layer, nb, params, routed, _ = c
+        if routed:
+            f = factor.get(layer)
+            if f is None:
+                f = factor[layer] = share * heat(layer)
+        else:
+            f = 1.0
+        nbytes[dev] = nbytes.get(dev, 0.0) + nb * f
+        flops[dev] = flops.get(dev, 0.0) + 2.0 * params * f
+        key = (layer, routed)
+        group = grouped.get(key)
+        if group is None:
+            grouped[key] = [c]
+            on[key] = {dev}
+        else:
+            group.append(c)
+            on[key].add(dev)
     keys = sorted(grouped)
     groups = tuple(tuple(grouped[k]) for k in keys)
     devices = tuple(tuple(sorted(on[k])) for k in keys)

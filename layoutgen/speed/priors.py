@@ -62,8 +62,9 @@ def host_fits(records: Sequence[cases.Record], gpu_eta: float, basis: str) -> di
 
 
 def priors(folder: Path) -> tuple[float, float, float | None]:
-    """(GPU, host peak, host measured) fitted together on FOLDER's machines
-    (lomo.fit); the last is None without a machine that gives a measured bandwidth."""
+    """(GPU, host peak, host measured): the first two fitted together on FOLDER's
+    machines (lomo.fit), the last 1 by mechanism (lomo.Globals.measured); None without a
+    machine that gives a measured bandwidth."""
     records = cases.load_dir(folder)
     g = lomo.fit(records)
     has_measured = any(r.host_basis == "measured" and r.cannot_see is None for r in records)

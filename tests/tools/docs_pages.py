@@ -3,8 +3,8 @@
     python -m tests.tools.docs_pages            rewrite them
     python -m tests.tools.docs_pages --check    exit 1 naming each stale page
 
-(``make docs`` rewrites them, then builds the site; ``tests/test_docs_pages.py`` fails
-when a page is not what this prints.)  What is generated:
+(``make docs-pages`` runs it and the truth table's ``--docs``; ``tests/test_docs_pages.py``
+fails when a page is not what this prints.)  What is generated:
 
 - ``docs/index.md``: README.md, its ``docs/`` links made relative to the site;
 - ``docs/changelog.md``: CHANGELOG.md;
@@ -13,7 +13,9 @@ when a page is not what this prints.)  What is generated:
   pydantic schema), ``cli-help`` (each command's ``--help``), ``rules-ik`` and
   ``rules-llama`` (each runtime's dated rules), ``flag-tables`` (the builds each
   runtime's flag table was read from), ``input-limits`` (the bounds on
-  what layoutgen reads, from the constants that enforce them).
+  what layoutgen reads, from the constants that enforce them), ``speed-lomo`` (the
+  speed model's leave-one-machine-out table over tests/speed_data), ``truth-holdout``
+  (the truth table's figures on the held-out logs).
 """
 
 from __future__ import annotations
@@ -272,6 +274,22 @@ def input_limits() -> str:
     return "\n".join(out) + "\n"
 
 
+# --- the speed model's leave-one-machine-out table ---------------------------------------
+
+
+def speed_lomo() -> str:
+    """``python -m layoutgen.speed.lomo --markdown``, the public results in tests/speed_data."""
+    lomo = _module("layoutgen.speed.lomo")
+    return str(lomo.markdown(tuple(ROOT / f for f in lomo.FOLDERS)))
+
+
+def truth_holdout() -> str:
+    """``python -m tests.truth.table --holdout``: the held-out logs' figures."""
+    from tests.truth.holdout_report import report
+
+    return "\n" + report().strip() + "\n"
+
+
 SECTIONS: dict[str, Callable[[], str]] = {
     "spec-keys": spec_keys,
     "cli-help": cli_help,
@@ -279,6 +297,8 @@ SECTIONS: dict[str, Callable[[], str]] = {
     "rules-llama": rules_llama,
     "flag-tables": flag_tables,
     "input-limits": input_limits,
+    "speed-lomo": speed_lomo,
+    "truth-holdout": truth_holdout,
 }
 MARK = re.compile(r"(<!-- generated:([a-z-]+) -->\n)(.*?)(<!-- /generated:\2 -->)", re.S)
 

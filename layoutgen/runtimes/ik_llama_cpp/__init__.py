@@ -30,6 +30,17 @@ _MAINLINE_KV = frozenset({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl"
 
 RULES = (
     rule(
+        "flash-mla-2-by-step",
+        3590,
+        "2025-03-18",
+        "ik_llama.cpp PR #260 (9fe2b06f7)",
+        "MLA-2 prompt processing with flash attention decompresses the cache for one -amb "
+        "step of heads at a time, straight from the cache; before, on any build with a GPU "
+        "backend, the whole cache was cast to f32, every head's K and V decompressed at "
+        "once in f32 (K's rope part repeated per head and concatenated), then cast to the "
+        "cache type, and -amb did not bound it",
+    ),
+    rule(
         "offload-by-expert-share",
         3745,
         "2025-06-12",

@@ -65,6 +65,7 @@ from layoutgen.core.kvcache import cells
 from layoutgen.core.placement import has_lm_head
 from layoutgen.core.rules import remembering
 from layoutgen.core.setting import dense_staged
+from layoutgen.models.quants import by_name
 from layoutgen.runtimes.ik_llama_cpp.placement import expert_activations, offload_copy
 
 if TYPE_CHECKING:
@@ -144,6 +145,30 @@ def _experts_on_host(s: Setting, experts: Mapping[int, str]) -> bool:
     return any(il not in experts for il in _expert_layers(s))
 
 
+#: ``-rtr`` (``--run-time-repack``): with mmap off (which -rtr sets) the loader passes
+#: every host tensor through ``iqk_repack_tensor`` (src/llama.cpp, "if (!ml.use_mmap &&
+#: ml.repack_tensors)"), which turns these types into their row-interleaved forms
+#: (ggml/src/iqk/iqk_quantize.cpp, ``get_repack_info``'s k_map: the same at builds 3712
+#: and 4840 but for mxfp4, added since; bf16/f16 only on AVX512-BF16 hosts, left out).
+REPACKED_AS: Mapping[str, str] = {
+    **{
+        t: f"{t}_r4"
+        for t in (
+            "iq2_k", "iq3_k", "iq4_k", "iq5_k", "iq4_ks", "iq5_ks", "iq4_nl", "iq2_bn",
+            "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "q2_k", "q3_k", "q4_k",
+            "q5_k", "q6_k", "q5_0", "q6_0",
+        )
+    },
+    **{t: f"{t}_r8" for t in ("iq4_xs", "q4_0", "q8_0", "q8_k", "q8_kv")},
+    "mxfp4": "mxfp4_r8",
+}  # fmt: skip
+
+
+def _repacks(s: Setting) -> bool:
+    """Whether host tensors are repacked at load (-rtr, which also turns mmap off)."""
+    return any(a in ("-rtr", "--run-time-repack") for a in s.args)
+
+
 def _cuda_multiplies_host_experts(s: Setting, experts: Mapping[int, str]) -> bool:
     """Whether any host expert tensor is of a type some build's CUDA backend multiplies.
 
@@ -152,19 +177,27 @@ def _cuda_multiplies_host_experts(s: Setting, experts: Mapping[int, str]) -> boo
     (cuda_types), so their MoE ops stay on the CPU, nothing is copied to the first GPU
     and CUDA_Host holds the experts' activations.  A type whose kernel came in some
     build counts as multiplied whatever the version: an unknown build may have it."""
-    return any(il not in experts for il in _expert_layers_by_cuda(s.profile, s.rt)[0])
+    by_cuda = _expert_layers_by_cuda(s.profile, s.rt, _repacks(s))
+    return any(il not in experts for il in by_cuda[0])
 
 
 def _cpu_only_host_experts(s: Setting, experts: Mapping[int, str]) -> bool:
     """Whether a host expert tensor is of a type no CUDA build multiplies (its op runs
     on the CPU even where the others' are offloaded)."""
-    return any(il not in experts for il in _expert_layers_by_cuda(s.profile, s.rt)[1])
+    by_cuda = _expert_layers_by_cuda(s.profile, s.rt, _repacks(s))
+    return any(il not in experts for il in by_cuda[1])
 
 
 @remembering(64)
-def _expert_layers_by_cuda(profile: Profile, rt: Runtime) -> tuple[frozenset[int], ...]:
+def _expert_layers_by_cuda(
+    profile: Profile, rt: Runtime, repacked: bool = False
+) -> tuple[frozenset[int], ...]:
     """The expert layers holding a routed-expert tensor of a type some CUDA build
-    multiplies, and those holding one of a type none does."""
+    multiplies, and those holding one of a type none does.  REPACKED: the host experts'
+    types as -rtr leaves them (REPACKED_AS): ``q4_k_r4`` has no CUDA matmul in any
+    build, so the MoE ops stay on the CPU and CUDA_Host holds their activations (ik
+    issue 455, build 3712, -rtr with exps=CPU: CUDA_Host compute 176 MiB, not the 78 of
+    a run whose expert matmuls go to the GPU)."""
     from layoutgen.core.placement import expert_layer, loaded
     from layoutgen.runtimes.ik_llama_cpp.cuda_types import CUDA_MATMUL
 
@@ -173,7 +206,9 @@ def _expert_layers_by_cuda(profile: Profile, rt: Runtime) -> tuple[frozenset[int
     for t in loaded(profile, rt):
         layer = expert_layer(t.name)
         if layer is not None:
-            (cuda if t.type.lower() in CUDA_MATMUL else cpu).add(layer)
+            qtype = t.type.lower()
+            qtype = REPACKED_AS.get(qtype, qtype) if repacked else qtype
+            (cuda if qtype in CUDA_MATMUL else cpu).add(layer)
     return frozenset(cuda), frozenset(cpu)
 
 
@@ -208,6 +243,9 @@ def _attention(rt: IkLlamaCpp, s: Setting) -> int:
         v = hp.value_length if hp.value_length and hp.value_length < rank else 128
         level = 3 if kv.mla is None else kv.mla
         if level > 1 and kv.flash_attn and ub >= PP_OPT_TOKENS:
+            # -mla 3 came after PR #260 (3599): only level 2 had the f32 path
+            if level == 2 and not rt.follows("flash-mla-2-by-step"):
+                return _f32_decompressed(s, n_head, n_kv, nope, rope, v)
             # prompt processing attends in head space over the decompressed cache:
             # q (qk_nope + rope per head) and the output (v per head) beside the
             # decompressed heads of one -amb step (build_deepseek2.cpp, pp_opt)
@@ -231,6 +269,40 @@ def _attention(rt: IkLlamaCpp, s: Setting) -> int:
         return qkv
     kq = n_head * n_kv * ub * F32
     return qkv + (min(kq, amb) if amb else kq)
+
+
+def _f32_decompressed(s: Setting, n_head: int, n_kv: int, nope: int, rope: int, v: int) -> int:
+    """MLA-2 prompt processing with flash attention before PR #260 (builds 3583-3589, on
+    any build with a GPU backend: llama.cpp's ``else`` branch, "Hahaha, we need to
+    convert the KV cache for this layer to f32"): the layer's cache cast to f32
+    (``kv_cache_view_f32``, n_kv x (rank + rope)), every head decompressed at once
+    (``kv_f32`` = wkv_b x cache, n_kv x n_head x (nope + v) f32), the rope part repeated
+    per head (``k_rope_f32``, rope f32) and concatenated (``k_f32``, nope + rope f32),
+    then K and V cast to the cache type; -amb is not read.  ggml-alloc frees the f32
+    cache after the repeat and the repeat after the concat: at the concat all four are
+    allocated, the f32 cache as a hole below the rest; K's cast lands in the repeat's
+    hole when it fits (q8_0: 204 bytes a row of 192 in 256), else on top.  q_concat
+    (nope + rope per head, f32) is built first and stays until the attention runs.
+    pr259's log (3596 on its branch, A6000, 32768 cells, q8_0): 8,470 MiB of compute;
+    pr239's (16 RTX 3090, 2048 cells, f16): 810 MiB on each GPU."""
+    rank = s.profile.hparams.kv_lora_rank or 0
+    cache_row = by_name(s.kv.cache_type_k, "ik")
+    heads = n_kv * n_head
+    f32_cache = n_kv * (rank + rope) * F32
+    kv_f32, repeat, k_f32 = (
+        heads * (nope + v) * F32,
+        heads * rope * F32,
+        heads * (nope + rope) * F32,
+    )
+    k_cast = (
+        n_kv * n_head * cache_row.row_bytes(nope + rope)
+        if (nope + rope) % cache_row.block_size == 0
+        else k_f32
+    )
+    at_concat = f32_cache + kv_f32 + repeat + k_f32
+    peak = at_concat + (k_cast if k_cast > repeat else 0)
+    q_concat = n_head * s.kv.ubatch * (nope + rope) * F32
+    return q_concat + peak
 
 
 def _heads_per_step(rt: IkLlamaCpp, n_head: int, kv_f32: int, amb: int) -> int:
@@ -331,6 +403,16 @@ def estimate(
     # residual stream (on the others), n_embd x ubatch f32; CPU only: the same, once
     inputs = (mask + e * ub * F32) * copies + cast if s.devices else mask + e * ub * F32
     layer = inputs + held + max(_attention(rt, s), _ffn(s, moe_here, here))
+    away = [il for il, dev in experts.items() if dev == buffer and layers.get(il) != buffer]
+    if s.devices and away:
+        # experts overridden (-ot) to this GPU from layers on another device: their MoE
+        # ops run here, where their weights are (ggml-backend.c's scheduler, pass 1:
+        # "operations with weights are preferably run on the same backend as the
+        # weights"), each in a split of its own whose input, the layer's normed hidden
+        # state (n_embd x ubatch f32), is copied in (ik discussion 491: blk 30-45's
+        # experts on CUDA2, their layers on CUDA1: CUDA2 836 MiB at ub 4096, more than
+        # its own layers' attention needs)
+        layer = max(layer, e * ub * F32 + expert_activations(s.profile, ub))
     if not s.devices and host_runs_experts:
         layer = max(layer, inputs + held + _host_experts(s, fused))
     if buffer == first_gpu and partial and ub >= OFFLOAD_MIN_BATCH:

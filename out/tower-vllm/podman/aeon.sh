@@ -22,11 +22,11 @@ exec podman run \
   --model /models/qwen3.6-27b-nvfp4/Qwen3.6-27B-NVFP4 \
   --host 0.0.0.0 \
   --port 8023 \
-  --max-model-len 53248 \
+  --max-model-len 122880 \
   --max-num-seqs 1 \
   --max-num-batched-tokens 2048 \
   --tensor-parallel-size 2 \
-  --gpu-memory-utilization 0.766 \
-  --kv-cache-memory-bytes 1114112000 \
+  --gpu-memory-utilization 0.828 \
+  --kv-cache-memory-bytes 2325708800 \
   --kv-cache-dtype fp8 \
   --speculative-config '{"method":"mtp","num_speculative_tokens":3}'

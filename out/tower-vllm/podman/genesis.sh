@@ -26,7 +26,7 @@ exec podman run \
   --max-num-seqs 2 \
   --max-num-batched-tokens 2048 \
   --tensor-parallel-size 2 \
-  --gpu-memory-utilization 0.738 \
+  --gpu-memory-utilization 0.729 \
   --kv-cache-memory-bytes 2632089600 \
   --kv-cache-dtype auto \
   --speculative-config '{"method":"mtp","num_speculative_tokens":3}' \
