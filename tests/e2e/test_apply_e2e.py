@@ -122,6 +122,8 @@ def test_first_apply_starts_in_order_gated_on_health(host: machine.Machine) -> N
     assert rows["one"]["vram_used"] == {"0": 12000 << 20}
     assert 12000 << 20 < rows["one"]["vram_planned"]["0"] < 24 << 30
     assert rows["two"]["generation"] == 1
+    # enabled: the host boots into this generation
+    assert host.ok("systemctl is-enabled one.service two.service").split() == ["enabled"] * 2
     text = host.ok("layoutgen status")
     assert text.splitlines()[0].split()[:3] == ["SERVICE", "UNIT", "STATE"]
     assert "gpu0:12000/" in text
@@ -182,6 +184,8 @@ def test_conflicts_switch_waits_for_vram_release(host: machine.Machine) -> None:
     assert "stopping alpha.service" in done.stderr
     assert "waiting for the GPU memory of alpha to be released" in done.stderr
     assert health(host, 8104) == 200 and health(host, 8103) == 0
+    enabled = host.sh("systemctl is-enabled alpha.service beta.service").stdout.split()
+    assert enabled == ["static", "enabled"]  # alpha: no [Install] now
     log = host.ok("journalctl -o cat -u beta.service")
     assert "out of memory" not in log
     # the same switch without the wait: systemd's Conflicts= stops beta and starts
@@ -307,3 +311,25 @@ def test_gitops_pull_applies_fast_forwards_only(host: machine.Machine) -> None:
     assert "which is not a fast-forward of the deployed" in log
     assert " -c 8192 " in show(host, "g1.service", "ExecStart")
     assert health(host, 8301) == 200
+
+
+def test_rootless_units_run_under_the_users_manager(host: machine.Machine) -> None:
+    host.model("u1", vram_mib=8000)
+    path = spec(host, "user", {"u1": "ctx: 4096, port: 8201"})
+    host.ok(f"sed -i 's/^  targets:/  deploy: {{scope: user}}\\n  targets:/' {path}")
+
+    done = host.sh(f"cd /tmp && layoutgen apply {path}", timeout=240, user="lg")
+
+    assert done.returncode == 0, done.stderr
+    assert "generation 1: /home/lg/.local/state/layoutgen/generations/1" in done.stderr
+    lg = "lg"
+    unit = host.ok("systemctl --user cat u1.service", user=lg)
+    assert "# /home/lg/.config/systemd/user/u1.service" in unit
+    assert "DynamicUser" not in unit and "WantedBy=default.target" in unit
+    assert host.ok("systemctl --user is-enabled u1.service", user=lg).strip() == "enabled"
+    assert health(host, 8201) == 200
+    assert host.ok("ps -o user= -C llama-server").split().count("lg") == 1
+    status = json.loads(host.ok("layoutgen status --user --format json", user=lg))
+    (row,) = status["services"]
+    assert (row["service"], row["health"], row["vram_used"]) == ("u1", "ok", {"0": 8000 << 20})
+    assert host.sh("layoutgen status").returncode == 0  # the rootful generation, apart
