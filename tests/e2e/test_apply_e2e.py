@@ -154,6 +154,26 @@ def test_unhealthy_generation_is_rolled_back(host: machine.Machine) -> None:
     assert listed[1].startswith("     2") and "failed" in listed[1]
 
 
+def test_generation_over_its_vram_budget_is_rolled_back(host: machine.Machine) -> None:
+    # healthy, but 21,000 MiB against the 20,475 its plan budgets: doctor's check fails it
+    host.model("fat", vram_mib=21000)
+    path = spec(
+        host,
+        "chain-fat",
+        {"one": "ctx: 4096, port: 8101", "two": "ctx: 4096, port: 8102, after: [one]"},
+    )
+    host.ok(f"sed -i 's|/srv/models/two.gguf|/srv/models/fat.gguf|' {path}")
+
+    done = apply(host, path)
+
+    assert done.returncode == 1, done.stderr
+    assert "two is healthy" in done.stderr
+    assert "error: two: uses 21000 MiB on GPU 0, over the 20475 MiB its plan budgets" in done.stderr
+    assert "generation 1 is running again" in done.stderr
+    assert "/srv/models/two.gguf" in show(host, "two.service", "ExecStart")
+    assert health(host, 8102) == 200
+
+
 def _alternatives(m: machine.Machine, name: str, chosen: str, target: str = "systemd") -> str:
     """alpha and beta, which never run together: at 256k context each plans 25,642 MiB
     of the 48 GiB card (and holds 25,000), so the two together do not fit."""
@@ -203,7 +223,7 @@ def test_conflicts_switch_waits_for_vram_release(host: machine.Machine) -> None:
 
 
 def test_rollback_returns_to_the_generation_before(host: machine.Machine) -> None:
-    # the host runs alt-b's generation (4); the one before that ran healthy is 3
+    # the host runs alt-b's generation; the one before that ran healthy is alt-a's
     # (alt-a); beta's memory from the test above must be released first
     done = host.sh("layoutgen rollback", timeout=240)
 
