@@ -224,7 +224,7 @@ def test_conflicts_switch_waits_for_vram_release(host: machine.Machine) -> None:
 
 def test_rollback_returns_to_the_generation_before(host: machine.Machine) -> None:
     # the host runs alt-b's generation; the one before that ran healthy is alt-a's
-    # (alt-a); beta's memory from the test above must be released first
+    # beta's memory from the test above must be released first
     done = host.sh("layoutgen rollback", timeout=240)
 
     assert done.returncode == 0, done.stderr
@@ -353,3 +353,17 @@ def test_rootless_units_run_under_the_users_manager(host: machine.Machine) -> No
     (row,) = status["services"]
     assert (row["service"], row["health"], row["vram_used"]) == ("u1", "ok", {"0": 8000 << 20})
     assert host.sh("layoutgen status").returncode == 0  # the rootful generation, apart
+
+
+def test_a_rollback_that_fails_too_exits_3(host: machine.Machine) -> None:
+    # the new g1 never answers; the old one cannot start again: its model file is gone
+    path = spec(host, "broken", {"g1": "ctx: 4096, port: 8301"})
+    host.ok(f"sed -i 's|/srv/models/g1.gguf|/srv/models/bad.gguf|' {path}")
+    host.ok("mv /srv/models/g1.gguf /srv/models/g1.gone")
+
+    done = apply(host, path, "--health-timeout", "4")
+
+    assert done.returncode == 3, done.stderr
+    assert "error: g1: http://127.0.0.1:8301/health did not answer 200 within 4 s" in done.stderr
+    assert "error: the rollback failed too: g1: g1.service" in done.stderr
+    assert "FileNotFoundError" in done.stderr  # the old server's last log lines
