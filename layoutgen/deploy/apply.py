@@ -118,6 +118,10 @@ def changes(old: Generation | None, new: Generation, active: Callable[[str], boo
         gone = new.service(name) is None
         if (gone or name in touched or name in conflicting) and active(rec.unit):
             candidates.append(name)
+    if old is None:
+        # the first apply: what runs under these names was installed by hand (the
+        # manual steps) and is restarted, as its definition is not known
+        candidates = [n for n in reversed(new.start_order) if active(f"{n}.service")]
     return Changes(
         added=tuple(added),
         changed=tuple(changed),

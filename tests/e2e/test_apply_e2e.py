@@ -1,18 +1,24 @@
 """apply, status and rollback against real systemd (PID 1 of a podman container).
 
-One machine for the module (boot ~3 s once the image is imported); the tests
-run in order, each starting from the host state the one before left, as a
-host's history does:
+One machine for the module (machine.py: ~15 s to boot and set up once the
+image is imported); the tests run in order, each starting from the host state
+the one before left, as a host's history does:
 
 1. a first apply starts two services in the plan's order, each once the one
-   before it is healthy (systemd's own timestamps say so); status reports them;
+   before it is healthy (systemd's own timestamps say so), and enables them;
+   status reports state, health, bind and VRAM used against planned;
 2. a generation whose changed service never becomes healthy is rolled back,
-   and the old service answers again;
+   and the old service answers again; so is a healthy one over its VRAM budget;
 3. a switch between ``conflicts`` alternatives stops the running one and waits
    for its GPU memory (held ``release_s`` after exit, as a driver does) before
    starting the other; the same switch by plain ``systemctl start`` OOMs;
-4. ``rollback`` returns to the generation before, and the list says so;
-5. the quadlet form: the same switch with container units (podman 5.4 inside).
+4. ``rollback`` returns to the generation before;
+5. the quadlet form (podman 5.4's generator inside), ``status SPEC``, the
+   missing-secret stop, ``--dry-run``;
+6. the git-ops pull: a pushed fast-forward applied by the pull service, a
+   force-push refused;
+7. rootless units under a lingering user's manager;
+8. a failure whose rollback fails too exits 3.
 """
 
 from __future__ import annotations
