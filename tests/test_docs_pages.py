@@ -178,3 +178,18 @@ def test_every_key_the_plan_json_page_shows_is_in_a_plan(tmp_path: Path) -> None
     assert result.code == 0, result.stderr
     _keys(json.loads(result.stdout), found)
     assert sorted(shown - found) == [], "the page shows keys no plan prints"
+
+
+def test_every_command_is_in_the_command_tables() -> None:
+    """README's table and the commands page list every command the CLI has."""
+    from layoutgen.cli import app
+
+    names = {
+        c.name or c.callback.__name__.rstrip("_") for c in app.registered_commands if c.callback
+    }
+    assert {"validate", "render", "apply"} <= names
+    for page in (ROOT / "README.md", ROOT / "docs" / "reference" / "cli.md"):
+        text = page.read_text(encoding="utf-8")
+        rows = "\n".join(line for line in text.splitlines() if line.startswith("| `layoutgen"))
+        missing = sorted(n for n in names if f"`layoutgen {n}" not in rows and f"`{n}`" not in rows)
+        assert missing == [], f"{page.name} has no row for {missing}"
