@@ -22,6 +22,11 @@ block with a line that starts with ``$ ``:
   against this repository's Makefile (the target exists and its recipe expands), and
   ``.venv/bin/pytest OPTIONS`` collects with those options.
 
+A block that needs the target host itself (``apply`` switching systemd units, NVML)
+says which test runs its commands, on the line before its fence:
+``<!-- docs-test: tests/e2e/test_apply_e2e.py -->``; that test must exist and run each
+``layoutgen`` command and option the block shows.
+
 Quoted diagnostics of the repository's own layouts (``layouts/x.yaml:L:C: error: …``
 in prose) are what ``validate`` prints, byte for byte.
 """
@@ -60,6 +65,9 @@ class Block:
     lang: str
     body: str
     line: int  # of the opening fence, 1-based
+    #: ``<!-- docs-test: tests/e2e/x.py -->`` on the line before the fence: commands
+    #: that need the target host itself (systemd as PID 1, NVML), run by that test
+    elsewhere: str | None = None
 
     @property
     def shows_command(self) -> bool:
@@ -72,11 +80,36 @@ class Block:
 FENCE = re.compile(r"^```(\w*)[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
 
 
+ELSEWHERE = re.compile(r"<!-- docs-test: (tests/\S+\.py) -->")
+
+
 def blocks(text: str) -> list[Block]:
-    return [
-        Block(m.group(1), m.group(2), text.count("\n", 0, m.start()) + 1)
-        for m in FENCE.finditer(text)
-    ]
+    out = []
+    for m in FENCE.finditer(text):
+        before = text[: m.start()].rstrip("\n").rsplit("\n", 1)[-1]  # the line above
+        marked = ELSEWHERE.fullmatch(before.strip())
+        elsewhere = marked.group(1) if marked else None
+        out.append(Block(m.group(1), m.group(2), text.count("\n", 0, m.start()) + 1, elsewhere))
+    return out
+
+
+def check_elsewhere(page: str, block: Block) -> None:
+    """A block run by another test: that test exists and runs each command the block
+    shows (``layoutgen SUBCOMMAND``), so the page cannot name one it does not."""
+    where = f"{page}:{block.line}"
+    test = ROOT / str(block.elsewhere)
+    assert test.is_file(), f"{where}: {block.elsewhere} does not exist"
+    source = test.read_text(encoding="utf-8")
+    for line in block.body.splitlines():
+        words = line.split("#", 1)[0].split()
+        if words[:1] == ["$"]:
+            words = words[1:]
+        if words[:1] == ["layoutgen"] and len(words) > 1:
+            assert f"layoutgen {words[1]}" in source, (
+                f"{where}: {block.elsewhere} runs no `layoutgen {words[1]}`"
+            )
+            for option in (w for w in words[2:] if w.startswith("--")):
+                assert option in source, f"{where}: {block.elsewhere} never passes {option}"
 
 
 # --- the scratch repository and the stand-ins -------------------------------------------
@@ -252,8 +285,13 @@ def pages_with_commands() -> list[Path]:
 def test_every_command_on_the_page_runs_as_shown(page: Path, tmp_path: Path) -> None:
     commands = [b for b in blocks(page.read_text(encoding="utf-8")) if b.shows_command]
     assert commands
+    for block in (b for b in commands if b.elsewhere):
+        check_elsewhere(page_id(page), block)
+    here = [b for b in commands if not b.elsewhere]
+    if not here:
+        return
     s = session(tmp_path, page_id(page) if page.parent != ROOT else "")
-    for block in commands:
+    for block in here:
         check_block(s, page_id(page), block)
 
 
@@ -279,6 +317,11 @@ def test_a_command_block_that_fails_is_reported(tmp_path: Path) -> None:
         check_block(s, "x", Block("sh", "layoutgen validate layouts/broken.yaml\n", 1))
     with pytest.raises(AssertionError, match="exit 2"):
         check_block(s, "x", Block("sh", "make no-such-target\n", 1))
+    e2e = "tests/test_packaging.py"  # a test that runs no `layoutgen apply`
+    with pytest.raises(AssertionError, match="runs no `layoutgen apply`"):
+        check_elsewhere("x", Block("sh", "layoutgen apply x.yaml\n", 1, e2e))
+    with pytest.raises(AssertionError, match="does not exist"):
+        check_elsewhere("x", Block("sh", "layoutgen status\n", 1, "tests/nope.py"))
 
 
 def test_the_stand_ins_do_what_the_pages_rely_on(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -139,3 +140,56 @@ def test_the_recipes_pin_this_release() -> None:
     ]
     assert len(pins) >= 2
     assert [pin for pin in pins if pin[1] != tag] == []
+
+
+def _keys(value: object, into: set[str]) -> set[str]:
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            into.add(key)
+            _keys(inner, into)
+    elif isinstance(value, list):
+        for inner in value:
+            _keys(inner, into)
+    return into
+
+
+@pytest.mark.slow
+def test_every_key_the_plan_json_page_shows_is_in_a_plan(tmp_path: Path) -> None:
+    """The plan JSON reference is an annotated example, written by hand: each key it
+    shows must be one `plan --json` prints for an example layout (or, for the epochs of
+    a runtime without a build, the same layout with its version: removed)."""
+    import json
+
+    from conftest import run_cli
+
+    page = (ROOT / "docs" / "reference" / "plan-json.md").read_text(encoding="utf-8")
+    shown = set(re.findall(r'"([a-z_]+)":', page.split("```text", 1)[1].split("```", 1)[0]))
+    assert len(shown) >= 30
+    found: set[str] = set()
+    for spec in sorted((ROOT / "layouts").glob("*.yaml")):
+        result = run_cli(["plan", "--json", str(spec)])
+        assert result.code == 0, result.stderr
+        _keys(json.loads(result.stdout), found)
+    unversioned = tmp_path / "layouts" / "x.yaml"
+    shutil.copytree(ROOT / "layouts" / "models", tmp_path / "layouts" / "models")
+    text = (ROOT / "layouts" / "tower-2x5060ti.yaml").read_text()
+    unversioned.write_text(re.sub(r'(?m)^    version: "b11434".*\n', "", text))
+    result = run_cli(["plan", "--json", "--allow-outside", str(unversioned)])
+    assert result.code == 0, result.stderr
+    _keys(json.loads(result.stdout), found)
+    assert sorted(shown - found) == [], "the page shows keys no plan prints"
+
+
+def test_every_command_is_in_the_command_tables() -> None:
+    """README's table and the commands page list every command the CLI has."""
+    from layoutgen.cli import app
+
+    names = {
+        c.name or c.callback.__name__.rstrip("_") for c in app.registered_commands if c.callback
+    }
+    assert {"validate", "render", "apply"} <= names
+    for page in (ROOT / "README.md", ROOT / "docs" / "reference" / "cli.md"):
+        text = page.read_text(encoding="utf-8")
+        rows = "\n".join(line for line in text.splitlines() if line.startswith("| `layoutgen"))
+        missing = sorted(n for n in names if f"`layoutgen {n}" not in rows and f"`{n}`" not in rows)
+        assert missing == [], f"{page.name} has no row for {missing}"

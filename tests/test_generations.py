@@ -176,3 +176,11 @@ def test_install_never_overwrites_a_foreign_unit(tmp_path: Path) -> None:
     dest.write_text(unit("a", "-old"))
     assert installer.install(tmp_path / "files", plan, {}) == [str(dest)]
     assert dest.read_text() == unit("a")
+
+
+def test_first_apply_restarts_what_runs_under_its_names(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    new = make(store, {"a": unit("a"), "b": unit("b")}, ["a", "b"])
+    plan = changes(None, new, lambda u: u in ("a.service", "b.service"))
+    assert plan.stop == ("b", "a")
+    assert changes(None, new, lambda _u: False).stop == ()

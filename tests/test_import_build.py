@@ -103,6 +103,19 @@ def test_no_build_found_is_said_with_what_to_write() -> None:
     assert f"# {message}" in yaml
 
 
+def test_no_build_found_names_the_builds_its_flags_allow() -> None:
+    """A bare -fa and -fmoe are ik builds up to 3927, -mla with a value from 3575: the
+    import says the plan covers those, not every build."""
+    runtime, _yaml, warnings = _runtime(
+        "/opt/ik/llama-server -m /m/a.gguf -c 8 -ngl 99 -fa -mla 2 -fmoe"
+    )
+    assert "version" not in runtime
+    said = "\n".join(warnings)
+    assert (
+        "the layout is planned for builds 3575-3927, those that read its flags as written" in said
+    )
+
+
 def test_cli_log_option(tmp_path: Path) -> None:
     from conftest import run_cli
 

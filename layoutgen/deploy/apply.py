@@ -118,6 +118,10 @@ def changes(old: Generation | None, new: Generation, active: Callable[[str], boo
         gone = new.service(name) is None
         if (gone or name in touched or name in conflicting) and active(rec.unit):
             candidates.append(name)
+    if old is None:
+        # the first apply: what runs under these names was installed by hand (the
+        # manual steps) and is restarted, as its definition is not known
+        candidates = [n for n in reversed(new.start_order) if active(f"{n}.service")]
     return Changes(
         added=tuple(added),
         changed=tuple(changed),
@@ -320,10 +324,22 @@ class Switcher:
     # -- the whole switch
 
     def install(self, old: Generation | None, new: Generation) -> None:
+        """``new``'s files in place of ``old``'s, and plain services enabled as their
+        ``[Install]`` says (quadlet's generator wires a .container's itself; timers are
+        enabled once the switch succeeded), so the host boots into ``new``."""
         previous = dict(old.install) if old is not None else {}
         installer.install(new.files, new.install, previous)
-        installer.remove(sorted(set(previous.values()) - set(new.install.values())))
+        gone = sorted(set(previous.values()) - set(new.install.values()))
+        for dest in gone:
+            if dest.endswith((".service", ".timer")):
+                self.manager.systemctl("disable", "--no-reload", Path(dest).name, check=False)
+        installer.remove(gone)
         self.manager.daemon_reload()
+        for rel, dest in sorted(new.install.items()):
+            if dest.endswith(".service"):
+                boots = "\n[Install]" in (new.files / rel).read_text(encoding="utf-8")
+                verb = "enable" if boots else "disable"
+                self.manager.systemctl(verb, "--no-reload", Path(dest).name, check=False)
 
     def switch(self, old: Generation | None, new: Generation, plan: Changes) -> Outcome:
         self.install(old, new)

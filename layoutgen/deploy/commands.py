@@ -64,7 +64,10 @@ def apply(
             manager = Manager(scope)
             if dry_run:
                 preview = _preview(store, prepared, commit)
-                shown = changes(current, preview, lambda u: _active(manager, u))
+                try:
+                    shown = changes(current, preview, lambda u: _active(manager, u))
+                finally:
+                    _discard(preview, scratch=True)
                 _say_changes(say, current, shown, "would")
                 return OK
             missing = secrets_missing(list(prepared.services), scope)
@@ -180,10 +183,11 @@ def _preview(store: Store, prepared: object, commit: str) -> Generation:
     return scratch.create(prepared.files, prepared.meta(commit))
 
 
-def _discard(gen: Generation) -> None:
+def _discard(gen: Generation, scratch: bool = False) -> None:
+    """Remove a generation never switched to (``scratch``: the dry run's whole folder)."""
     import shutil
 
-    shutil.rmtree(gen.path, ignore_errors=True)
+    shutil.rmtree(gen.path.parents[1] if scratch else gen.path, ignore_errors=True)
 
 
 def _say_changes(say: Say, current: Generation | None, plan: object, verb: str) -> None:

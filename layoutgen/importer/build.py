@@ -74,14 +74,23 @@ def _known(kind: str, version: str) -> bool:
     return True
 
 
-def missing(kind: str, image: str | None) -> str:
-    """What to write when no build was found."""
+def missing(kind: str, image: str | None, args: tuple[str, ...] = ()) -> str:
+    """What to write when no build was found; ARGS: the server's flags, whose forms
+    can bound the builds (layoutgen.spec.flags.build_range)."""
+    from layoutgen.spec.flags import build_range
+
     where = f"the image tag {tag_of(image) or '(none)'} names no build" if image else "no image"
     if kind == "vllm":
         how = "the release 'vllm --version' prints (e.g. 0.10.2)"
     else:
         how = "the build number 'llama-server --version' prints (e.g. 6123)"
+    planned = "every build"
+    found = build_range(kind, args) if kind != "vllm" else None
+    if found is not None and found != (None, None):
+        first, last = found
+        span = f"{first or 'the first'}-{last}" if last is not None else f"from {first}"
+        planned = f"builds {span}, those that read its flags as written"
     return (
-        f"build unknown ({where}): the layout is planned for every build; write "
+        f"build unknown ({where}): the layout is planned for {planned}; write "
         f"version: as {how}, or give the start-up log with --log FILE"
     )

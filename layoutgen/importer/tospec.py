@@ -1034,7 +1034,7 @@ def _version(
         runtime["version"] = tagged.version
         runtime.yaml_add_eol_comment(tagged.where, "version")
         return
-    message = build.missing(kind, image)
+    message = build.missing(kind, image, tuple(w.text for w in command.args))
     out.warn(command.image or command.program_word, message)
     out.notes.append(message)
 

@@ -59,15 +59,19 @@ def hardening(
     capabilities: tuple[str, ...],
     open_network: bool,
     peers: tuple[str, ...] = (),
+    user_manager: bool = False,
 ) -> list[tuple[str, str]]:
     """``[Service]`` keys for a native server.
 
     ``open_network``: the server listens beyond loopback or reaches a peer by
     name, so no IP filter; ``peers``: IP addresses it must reach (rpc devices).
+    ``user_manager``: a rootless unit (host.deploy.scope user): no ``DynamicUser=``,
+    which a user's manager refuses ("DynamicUser= enabled for user unit, which is
+    not supported. Refusing."): the server runs as that user.
     """
     caps = " ".join(f"CAP_{c}" for c in capabilities)
     keys: list[tuple[str, str]] = [
-        ("DynamicUser", "yes"),
+        *([] if user_manager else [("DynamicUser", "yes")]),
         ("NoNewPrivileges", "yes"),
         ("CapabilityBoundingSet", caps),
     ]

@@ -351,6 +351,7 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
                 capabilities=svc.capabilities,
                 open_network=svc.expose or None in addresses,
                 peers=tuple(a for a in addresses if a is not None),
+                user_manager=spec.host.deploy.scope == "user",
             ),
             *[("Environment", pair) for pair in env],
             *[(k, v) for k, v in _api_key(svc, rt) if k == "EnvironmentFile"],
@@ -359,7 +360,9 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
             *service_common,
         ]
     if deps.at_boot:
-        service["Install"] = [("WantedBy", "multi-user.target")]
+        # a user's manager has no multi-user.target (issue 34: rootless units)
+        boot = "default.target" if spec.host.deploy.scope == "user" else "multi-user.target"
+        service["Install"] = [("WantedBy", boot)]
     return Unit(
         name=rs.name,
         description=description,

@@ -1,18 +1,24 @@
 """apply, status and rollback against real systemd (PID 1 of a podman container).
 
-One machine for the module (boot ~3 s once the image is imported); the tests
-run in order, each starting from the host state the one before left, as a
-host's history does:
+One machine for the module (machine.py: ~15 s to boot and set up once the
+image is imported); the tests run in order, each starting from the host state
+the one before left, as a host's history does:
 
 1. a first apply starts two services in the plan's order, each once the one
-   before it is healthy (systemd's own timestamps say so); status reports them;
+   before it is healthy (systemd's own timestamps say so), and enables them;
+   status reports state, health, bind and VRAM used against planned;
 2. a generation whose changed service never becomes healthy is rolled back,
-   and the old service answers again;
+   and the old service answers again; so is a healthy one over its VRAM budget;
 3. a switch between ``conflicts`` alternatives stops the running one and waits
    for its GPU memory (held ``release_s`` after exit, as a driver does) before
    starting the other; the same switch by plain ``systemctl start`` OOMs;
-4. ``rollback`` returns to the generation before, and the list says so;
-5. the quadlet form: the same switch with container units (podman 5.4 inside).
+4. ``rollback`` returns to the generation before;
+5. the quadlet form (podman 5.4's generator inside), ``status SPEC``, the
+   missing-secret stop, ``--dry-run``;
+6. the git-ops pull: a pushed fast-forward applied by the pull service, a
+   force-push refused;
+7. rootless units under a lingering user's manager;
+8. a failure whose rollback fails too exits 3.
 """
 
 from __future__ import annotations
@@ -122,6 +128,8 @@ def test_first_apply_starts_in_order_gated_on_health(host: machine.Machine) -> N
     assert rows["one"]["vram_used"] == {"0": 12000 << 20}
     assert 12000 << 20 < rows["one"]["vram_planned"]["0"] < 24 << 30
     assert rows["two"]["generation"] == 1
+    # enabled: the host boots into this generation
+    assert host.ok("systemctl is-enabled one.service two.service").split() == ["enabled"] * 2
     text = host.ok("layoutgen status")
     assert text.splitlines()[0].split()[:3] == ["SERVICE", "UNIT", "STATE"]
     assert "gpu0:12000/" in text
@@ -150,6 +158,26 @@ def test_unhealthy_generation_is_rolled_back(host: machine.Machine) -> None:
     listed = host.ok("layoutgen rollback --list").splitlines()
     assert listed[0].startswith("*    1") and "applied" in listed[0]
     assert listed[1].startswith("     2") and "failed" in listed[1]
+
+
+def test_generation_over_its_vram_budget_is_rolled_back(host: machine.Machine) -> None:
+    # healthy, but 21,000 MiB against the 20,475 its plan budgets: doctor's check fails it
+    host.model("fat", vram_mib=21000)
+    path = spec(
+        host,
+        "chain-fat",
+        {"one": "ctx: 4096, port: 8101", "two": "ctx: 4096, port: 8102, after: [one]"},
+    )
+    host.ok(f"sed -i 's|/srv/models/two.gguf|/srv/models/fat.gguf|' {path}")
+
+    done = apply(host, path)
+
+    assert done.returncode == 1, done.stderr
+    assert "two is healthy" in done.stderr
+    assert "error: two: uses 21000 MiB on GPU 0, over the 20475 MiB its plan budgets" in done.stderr
+    assert "generation 1 is running again" in done.stderr
+    assert "/srv/models/two.gguf" in show(host, "two.service", "ExecStart")
+    assert health(host, 8102) == 200
 
 
 def _alternatives(m: machine.Machine, name: str, chosen: str, target: str = "systemd") -> str:
@@ -182,6 +210,8 @@ def test_conflicts_switch_waits_for_vram_release(host: machine.Machine) -> None:
     assert "stopping alpha.service" in done.stderr
     assert "waiting for the GPU memory of alpha to be released" in done.stderr
     assert health(host, 8104) == 200 and health(host, 8103) == 0
+    enabled = host.sh("systemctl is-enabled alpha.service beta.service").stdout.split()
+    assert enabled == ["static", "enabled"]  # alpha: no [Install] now
     log = host.ok("journalctl -o cat -u beta.service")
     assert "out of memory" not in log
     # the same switch without the wait: systemd's Conflicts= stops beta and starts
@@ -199,8 +229,8 @@ def test_conflicts_switch_waits_for_vram_release(host: machine.Machine) -> None:
 
 
 def test_rollback_returns_to_the_generation_before(host: machine.Machine) -> None:
-    # the host runs alt-b's generation (4); the one before that ran healthy is 3
-    # (alt-a); beta's memory from the test above must be released first
+    # the host runs alt-b's generation; the one before that ran healthy is alt-a's
+    # beta's memory from the test above must be released first
     done = host.sh("layoutgen rollback", timeout=240)
 
     assert done.returncode == 0, done.stderr
@@ -307,3 +337,39 @@ def test_gitops_pull_applies_fast_forwards_only(host: machine.Machine) -> None:
     assert "which is not a fast-forward of the deployed" in log
     assert " -c 8192 " in show(host, "g1.service", "ExecStart")
     assert health(host, 8301) == 200
+
+
+def test_rootless_units_run_under_the_users_manager(host: machine.Machine) -> None:
+    host.model("u1", vram_mib=8000)
+    path = spec(host, "user", {"u1": "ctx: 4096, port: 8201"})
+    host.ok(f"sed -i 's/^  targets:/  deploy: {{scope: user}}\\n  targets:/' {path}")
+
+    done = host.sh(f"cd /tmp && layoutgen apply {path}", timeout=240, user="lg")
+
+    assert done.returncode == 0, done.stderr
+    assert "generation 1: /home/lg/.local/state/layoutgen/generations/1" in done.stderr
+    lg = "lg"
+    unit = host.ok("systemctl --user cat u1.service", user=lg)
+    assert "# /home/lg/.config/systemd/user/u1.service" in unit
+    assert "DynamicUser" not in unit and "WantedBy=default.target" in unit
+    assert host.ok("systemctl --user is-enabled u1.service", user=lg).strip() == "enabled"
+    assert health(host, 8201) == 200
+    assert host.ok("ps -o user= -C llama-server").split().count("lg") == 1
+    status = json.loads(host.ok("layoutgen status --user --format json", user=lg))
+    (row,) = status["services"]
+    assert (row["service"], row["health"], row["vram_used"]) == ("u1", "ok", {"0": 8000 << 20})
+    assert host.sh("layoutgen status").returncode == 0  # the rootful generation, apart
+
+
+def test_a_rollback_that_fails_too_exits_3(host: machine.Machine) -> None:
+    # the new g1 never answers; the old one cannot start again: its model file is gone
+    path = spec(host, "broken", {"g1": "ctx: 4096, port: 8301"})
+    host.ok(f"sed -i 's|/srv/models/g1.gguf|/srv/models/bad.gguf|' {path}")
+    host.ok("mv /srv/models/g1.gguf /srv/models/g1.gone")
+
+    done = apply(host, path, "--health-timeout", "4")
+
+    assert done.returncode == 3, done.stderr
+    assert "error: g1: http://127.0.0.1:8301/health did not answer 200 within 4 s" in done.stderr
+    assert "error: the rollback failed too: g1: g1.service" in done.stderr
+    assert "FileNotFoundError" in done.stderr  # the old server's last log lines
