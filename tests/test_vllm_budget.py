@@ -130,7 +130,12 @@ def test_vllm_default_max_num_seqs_by_release_and_gpu() -> None:
         return vm.default_max_num_seqs(version, total, name, batch)
 
     assert seqs("0.7.3", h100, "NVIDIA H100 80GB HBM3") == 256  # V0
-    assert seqs("0.8.2", l40s, "NVIDIA L40S") == 1024  # 0.8.0-0.8.4: every GPU
+    assert seqs("0.8.2", l40s, "NVIDIA L40S") == 1024  # 0.8.0-0.8.3: every GPU
+    # 0.8.4: by the device name, as its batched-token default (arg_utils.py of the wheel)
+    assert seqs("0.8.4", l40s, "NVIDIA L40S") == 256
+    assert seqs("0.8.4", a100, "NVIDIA A100-SXM4-80GB") == 256
+    assert seqs("0.8.4", h100, "NVIDIA H100 80GB HBM3") == 1024
+    assert seqs("0.8.4", l40s, None) == 1024  # unnamed: the larger
     assert seqs("0.8.5", l40s, "NVIDIA L40S") == 256
     assert seqs("0.8.5", a100, "NVIDIA A100-SXM4-80GB") == 1024  # no A100 rule yet
     assert seqs("0.9.0", a100, "NVIDIA A100-SXM4-80GB") == 256

@@ -306,7 +306,11 @@ def test_vllm_before_0_9_2_must_start_before_what_shares_its_gpu(tmp_path: Path)
     first = plan(tmp_path, CHAT + CODER, version="0.9.1").plan.service("chat").budget
     newer = plan(tmp_path, CHAT + CODER, version="0.9.2").plan.service("chat").budget
     assert first is not None and newer is not None
-    context = vm.CUDA_CONTEXT_0_6_5
+    # the context inside 0.9.1's budget is the figure beside 0.9.2's (the GPU's class
+    # default, or host.gpu_overhead): one context, counted once, in either place
+    newer_plan = plan(tmp_path, CHAT + CODER, version="0.9.2").plan.service("chat")
+    context = newer_plan.buffers["CUDA0"].overhead
+    assert context > 0
     assert first.term("non_torch") == vm.NON_TORCH_BASE + context
     assert newer.term("non_torch") == vm.NON_TORCH_SNAPSHOT
     # what is not KV grows by the context (and the older base) alone; the KV cache is

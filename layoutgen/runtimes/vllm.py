@@ -389,6 +389,7 @@ def plan_budget(
     estimate_cudagraphs: bool | None = None,
     flashinfer_sampler: bool | None = None,
     nvlink: bool | None = None,
+    context: int | None = None,
 ) -> Budget:
     """The budget for ``parallel`` requests of ``max_model_len`` tokens (default
     ``max_num_seqs``), with vLLM's scheduler admitting ``max_num_seqs`` at once: that
@@ -397,8 +398,10 @@ def plan_budget(
     ``totals``: each GPU's total memory.  ``flashinfer_sampler``: the service's
     VLLM_USE_FLASHINFER_SAMPLER (:func:`~layoutgen.runtimes.vllm_memory.flashinfer_sampler`);
     ``nvlink``: whether its GPUs talk over NVLink
-    (:func:`~layoutgen.runtimes.vllm_memory.nvlink_between`).  ``room``: the most the budget may
-    take on the tightest of them beside everything else; when what that leaves
+    (:func:`~layoutgen.runtimes.vllm_memory.nvlink_between`); ``context``: what a worker
+    holds on its GPU before it measures, the largest of its GPUs'
+    (:attr:`~layoutgen.runtimes.vllm_memory.VllmService.context_bytes`).  ``room``: the
+    most the budget may take on the tightest of them beside everything else; when what that leaves
     for KV is below one request, vLLM would refuse to start, and
     :class:`~layoutgen.runtimes.vllm_memory.KvCacheRefused` says what fits.
     """
@@ -418,6 +421,7 @@ def plan_budget(
         estimate_cudagraphs=estimate_cudagraphs,
         flashinfer_sampler=flashinfer_sampler,
         nvlink=nvlink,
+        context_bytes=context,
     )
     weights = vm.Term(math.ceil(model.weights_bytes / tp), vm.Basis.EXACT)
     # speculative decoding: the rejection sampler's rows (vm.sampler_rows), and the

@@ -47,6 +47,7 @@ def budget(
     gpus, names, _ = device_order(spec, rs.gpus)
     vram = {g.id: g.vram for g in spec.host.gpus}
     names_of = {g.id: g.name for g in spec.host.gpus}
+    by_id = {g.id: g for g in spec.host.gpus}
     svc = rs.service
     spec_tokens = svc.speculative.num_tokens if svc.speculative is not None else 0
     model = vllm_model(profile, len(gpus), mtp=bool(spec_tokens))
@@ -68,6 +69,9 @@ def budget(
         estimate_cudagraphs=vm.env_flag(svc.env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")),
         flashinfer_sampler=vm.env_flag(svc.env.get("VLLM_USE_FLASHINFER_SAMPLER")),
         nvlink=vm.nvlink_between(dict(svc.env), [names_of.get(g) for g in gpus]),
+        # the context vLLM 0.8.0-0.9.1 count inside the budget: the figure that sits
+        # beside it from 0.9.2 (context_outside), the largest of the service's GPUs
+        context=max(per_gpu(spec.host, by_id[g]) for g in gpus),
     )
     return found, gpus, names
 
