@@ -282,6 +282,17 @@ def test_dry_run_changes_nothing(host: machine.Machine) -> None:
     assert "  stop (in this order): beta" in done.stderr
     assert host.ok("layoutgen rollback --list") == before
     assert health(host, 8104) == 200
+    # a spec whose GPU is not this host's changes nothing either: it says 96 GiB and
+    # plans 51 GiB, more than the 48 GiB NVML reports (less would only warn)
+    other = spec(
+        host, "other-gpu", {"s1": "ctx: 262144, port: 8401", "s2": "ctx: 262144, port: 8402"}
+    )
+    host.ok(f"sed -i 's/vram: 48GiB/vram: 96GiB/' {other}")
+    refused = apply(host, other)
+    assert refused.returncode == 1
+    assert "NVML reports 49,152 MiB total, the spec says 98,304 MiB" in refused.stderr
+    assert "its GPUs are not this host's; apply changes nothing" in refused.stderr
+    assert host.ok("layoutgen rollback --list") == before
 
 
 GITOPS = """
