@@ -572,3 +572,36 @@ def test_a_vllm_service_gets_a_decode_speed(tmp_path: Path, gpus: str) -> None:
     deep = at_depth(sp.speed, 32768 // 2)
     assert deep.decode_tps == pytest.approx(1 / (read / (0.5 * 1000e9) + 0.5e-3))
     assert sp.speed.host_demand == 0  # a GPU lane asks nothing of host RAM
+
+
+def test_no_version_says_which_release_rules_were_assumed(tmp_path: Path) -> None:
+    """Without 'version:' a vLLM service is planned by the newest release's rules alone
+    (no epochs, unlike llama.cpp): validate warns, names the release and the rules that
+    depend on it, and the release to write: the image's tag where it names one."""
+    from layoutgen.runtimes.vllm import NEWEST
+
+    (tmp_path / "tiny.yaml").write_text(PROFILE)
+    unversioned = spec_text(CHAT).replace('    version: "0.11.0"\n', "")
+    for image, fix in (
+        (
+            "docker.io/vllm/vllm-openai:v0.11.0",
+            'its image\'s tag says v0.11.0: write version: "0.11.0"',
+        ),
+        (
+            "registry.home.arpa/vllm-genesis:custom",
+            "write the release its image holds as 'version:'",
+        ),
+    ):
+        (tmp_path / "spec.yaml").write_text(
+            unversioned.replace("docker.io/vllm/vllm-openai:v0.11.0", image)
+        )
+        v = validate_file(tmp_path / "spec.yaml", "spec.yaml")
+        (text,) = [w.message for w in v.warnings if "no 'version:'" in w.message]
+        assert "runtimes.vllm: no 'version:', so services chat are planned by vLLM" in text
+        assert f"vLLM {NEWEST}'s rules (the newest layoutgen read)" in text
+        assert "the CUDA context beside the budget (from 0.9.2)" in text
+        assert "CUDA graphs estimated inside --gpu-memory-utilization (from 0.20.0)" in text
+        assert fix in text, text
+    # a written release: no such warning
+    v = plan(tmp_path, CHAT)
+    assert not [w for w in v.warnings if "no 'version:'" in w.message]

@@ -307,6 +307,54 @@ def interconnect_notes(spec: Spec, services: Sequence[ResolvedService]) -> list[
     return out
 
 
+def _dotted(release: tuple[int, ...]) -> str:
+    return ".".join(str(n) for n in (*release, 0, 0)[: max(len(release), 3)])
+
+
+def release_notes(spec: Spec, services: Sequence[ResolvedService]) -> list[Problem]:
+    """A warning for each vLLM runtime without ``version:``: its services are planned by
+    the newest release's rules (one release, not every one: a budgeted runtime has no
+    epochs), and the memory rules that depend on the release are named, with the
+    release to write (the image's tag, where it names one)."""
+    from layoutgen.runtimes.vllm import _VERSION, NEWEST
+
+    users: dict[str, list[str]] = {}
+    for rs in services:
+        runtime = spec.runtimes.get(rs.service.runtime)
+        if runtime is not None and runtime.kind == "vllm" and runtime.version is None:
+            users.setdefault(rs.service.runtime, []).append(rs.name)
+    out = []
+    for rid, names in sorted(users.items()):
+        image = spec.runtimes[rid].image or ""
+        tag = image.rpartition("/")[2].partition(":")[2].partition("@")[0]
+        tagged = tag.lstrip("v") if tag and _VERSION.fullmatch(tag) else None
+        rules = (
+            f"the CUDA context beside the budget (from {_dotted(vm.SNAPSHOT_BASELINE)}), "
+            "tensor-parallel NCCL buffers taken before vLLM measures (from 0.11.0), "
+            "the FlashInfer sampler only with VLLM_USE_FLASHINFER_SAMPLER=1 (from "
+            f"{_dotted(vm.FLASHINFER_SAMPLER_OPT_IN)}), CUDA graphs estimated inside "
+            f"--gpu-memory-utilization (from {_dotted(vm.CUDAGRAPH_ESTIMATE_DEFAULT)}) and "
+            f"{NEWEST}'s default --max-num-seqs"
+        )
+        if tagged is not None:
+            fix = f'its image\'s tag says {tag}: write version: "{tagged}"'
+        else:
+            fix = (
+                "write the release its image holds as 'version:' (python3 -c 'import vllm; "
+                "print(vllm.__version__)' inside it)"
+            )
+        out.append(
+            Problem(
+                ("runtimes", rid),
+                f"runtimes.{rid}: no 'version:', so services {', '.join(sorted(names))} are "
+                f"planned by vLLM {NEWEST}'s rules (the newest layoutgen read): {rules}; an "
+                f"older release counts these differently and may not fit the plan, so {fix}",
+                Severity.WARNING,
+            )
+        )
+    return out
+
+
 def start_checks(
     spec: Spec, placed: Mapping[str, ServicePlan], order: Sequence[str]
 ) -> tuple[dict[str, ServicePlan], list[Problem]]:
