@@ -77,6 +77,8 @@ def spec(m: machine.Machine, name: str, services: dict[str, str], target: str = 
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[machine.Machine]:
     if shutil.which("podman") is None:
         pytest.fail("the e2e suite needs podman on this machine: make e2e-tools installs it")
+    if os.geteuid() != 0:
+        pytest.fail("the e2e suite needs root: its host is a privileged podman container")
     lib = build(tmp_path_factory.mktemp("fakenvml"))
     m = machine.boot(tmp_path_factory.mktemp("e2e"), lib, quadlet=True)
     try:
