@@ -209,8 +209,10 @@ class Vllm(Runtime):
         if vm.version_tuple(text) < OLDEST:
             raise VersionError(
                 f"vLLM {printable(clip(text))} runs the V0 engine, which layoutgen does not "
-                "plan (its memory profile and flags differ from V1's, and the public V0 logs "
-                "it was checked against miss by up to 9 %); move to vLLM 0.9.2 or later "
+                "plan: its memory rules are modelled (the public V0 logs plan within 5 %), "
+                "but its options and defaults are not read (without chunked prefill V0 "
+                "profiles a whole max_model_len prompt, and its flags differ from V1's); "
+                "move to vLLM 0.9.2 or later "
                 '(write version: "0.9.2" and an image of that release, e.g. '
                 "docker.io/vllm/vllm-openai:v0.9.2; 0.8.x also plans, but counts every "
                 "process on its GPUs as its own)"

@@ -26,7 +26,10 @@ flashinfer-python 0.2.11 (``flashinfer/sampling.py``) —
 ``vllm/distributed/device_communicators/custom_all_reduce.py`` and ``pynccl.py`` (what a
 TP worker allocates outside torch), ``vllm/env_override.py`` (NCCL_CUMEM_ENABLE=0),
 ``vllm/envs.py``.
-The V0 engine (before 0.8) is covered for the logs that print its terms.
+The V0 engine (before 0.8) is covered for the logs that print its terms (the 0.7.3
+wheel's ``vllm/worker/worker.py`` ``determine_num_available_blocks`` and
+``vllm/utils.py`` ``memory_profiling``), and 0.8.4's defaults from its
+``vllm/engine/arg_utils.py``.
 """
 
 from __future__ import annotations
@@ -81,6 +84,14 @@ ALL_REDUCE_COPIES = 2
 #: Non-torch memory one worker adds after vLLM's baseline (cuBLAS/attention
 #: workspaces): the larger of 0.16 GiB (PR 12126) and 0.35 GiB (issue 10517).
 NON_TORCH_BASE = int(0.35 * GiB)
+#: The same in V0 0.7.0-0.7.3: ``memory_profiling`` (vllm/utils.py of the 0.7.3 wheel)
+#: counts the non-torch growth from a ``MemorySnapshot`` taken in ``init_device`` once
+#: the CUDA context exists (PR 12126) to after the profile run: cuBLAS and workspaces
+#: alone.  The 0.7.x logs in tests/vllm_logs measure 0.03-0.11 GiB on one GPU with a text
+#: model (ragbench and distagentgc's A100s, a 4060) and 0.16 with PR 12126's vision
+#: model; planned above each.  (0.6.4 measured 0.35 on a 3090: NON_TORCH_BASE stays.)
+NON_TORCH_V0_7 = int(0.17 * GiB)
+V0_7 = (0, 7)
 #: The same from 0.9.2, whose V1 worker takes its snapshot after the CUDA context:
 #: kernel modules loaded by the profile run and library handles.  The five V1 logs in
 #: tests/vllm_logs that print it ("Actual usage is ... for non-torch memory") show 0.02
@@ -625,6 +636,8 @@ def non_torch_estimate(service: VllmService) -> int:
     if context_in_budget(service.version):
         extra += context_inside(service)
     base = NON_TORCH_SNAPSHOT if release >= SNAPSHOT_BASELINE else NON_TORCH_BASE
+    if V0_7 <= release < (0, 8):
+        base = NON_TORCH_V0_7
     return base + extra
 
 
