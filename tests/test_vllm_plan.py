@@ -597,7 +597,7 @@ def test_no_version_says_which_release_rules_were_assumed(tmp_path: Path) -> Non
         )
         v = validate_file(tmp_path / "spec.yaml", "spec.yaml")
         (text,) = [w.message for w in v.warnings if "no 'version:'" in w.message]
-        assert "runtimes.vllm: no 'version:', so services chat are planned by vLLM" in text
+        assert "runtimes.vllm: no 'version:', so service chat is planned by vLLM" in text
         assert f"vLLM {NEWEST}'s rules (the newest layoutgen read)" in text
         assert "the CUDA context beside the budget (from 0.9.2)" in text
         assert "CUDA graphs estimated inside --gpu-memory-utilization (from 0.20.0)" in text

@@ -346,8 +346,13 @@ def release_notes(spec: Spec, services: Sequence[ResolvedService]) -> list[Probl
         out.append(
             Problem(
                 ("runtimes", rid),
-                f"runtimes.{rid}: no 'version:', so services {', '.join(sorted(names))} are "
-                f"planned by vLLM {NEWEST}'s rules (the newest layoutgen read): {rules}; an "
+                f"runtimes.{rid}: no 'version:', so "
+                + (
+                    f"service {names[0]} is"
+                    if len(names) == 1
+                    else f"services {', '.join(sorted(names))} are"
+                )
+                + f" planned by vLLM {NEWEST}'s rules (the newest layoutgen read): {rules}; an "
                 f"older release counts these differently and may not fit the plan, so {fix}",
                 Severity.WARNING,
             )
