@@ -184,3 +184,14 @@ def test_first_apply_restarts_what_runs_under_its_names(tmp_path: Path) -> None:
     plan = changes(None, new, lambda u: u in ("a.service", "b.service"))
     assert plan.stop == ("b", "a")
     assert changes(None, new, lambda _u: False).stop == ()
+
+
+def test_prune_keeps_what_rollback_returns_to(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    first = store.set_state(make(store, {"a": unit("a")}, ["a"]), "applied")
+    current = store.set_state(make(store, {"a": unit("a", "1")}, ["a"]), "applied")
+    store.set_current(current)
+    for i in range(4):  # failed applies since
+        store.set_state(make(store, {"a": unit("a", f"x{i}")}, ["a"]), "failed")
+    assert store.prune(2) == [3, 4]
+    assert store.numbers() == [first.number, current.number, 5, 6]

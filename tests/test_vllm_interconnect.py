@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_vllm_memory import LOGS, gib, load, model_of, service_of
+from test_vllm_memory import LOGS, gib, load, model_of, num, service_of
 from test_vllm_plan import plan
 
 from layoutgen.runtimes.vllm import memory as vm
@@ -36,6 +36,11 @@ def _beside_kv(path: Path) -> tuple[int, int]:
     service, model = service_of(record), model_of(record)
     budget = round(service.gpu_total_bytes * service.gpu_memory_utilization)
     weights, kv = gib(record, "weights_gib"), gib(record, "available_kv_gib")
+    if kv is None:
+        # 0.8.x prints the KV tokens only: whole blocks of every layer, so the KV memory
+        # to within one block (johnson7788/RLDecisionAgent's 0.8.5 runs)
+        per_token = vm.kv_bytes_per_token_layer(model, service) * model.n_layer
+        kv = int(num(record["values"]["kv_tokens"])) * per_token
     assert weights is not None and kv is not None
     logged = budget - weights - kv
     planned = vm.activation_estimate(model, service) + vm.non_torch_estimate(service)
@@ -60,8 +65,10 @@ def test_activation_and_non_torch_are_planned_high_by_less_than_half_a_gib(path:
 
 def test_the_other_sampler_would_miss_each_log() -> None:
     """The sampler is the mechanism: with the other one, every log is missed (FlashInfer's
-    14 B a logit under the Ray run's sort; the sort's 39 B over the pods' FlashInfer by
-    more than 0.8 GiB, a fifth of the 0.25 pod's KV cache)."""
+    14 B a logit under the sort's runs, the Ray run and the 0.8.5 Qwen2.5-0.5B; the sort's
+    39 B over FlashInfer's runs by more than the 0.4 GiB the test above allows: 0.8 GiB
+    and more on the pods, a fifth of the 0.25 pod's KV cache; 0.6 on SmolLM2's 49,152
+    logits a row)."""
     for path in SAMPLED:
         record = load(path)
         service = service_of(record)
@@ -69,7 +76,7 @@ def test_the_other_sampler_would_miss_each_log() -> None:
         logged, _ = _beside_kv(path)
         other = vm.activation_estimate(model_of(record), flipped) + vm.non_torch_estimate(flipped)
         if service.flashinfer_sampler:
-            assert other > logged + 0.8 * vm.GiB, path.stem
+            assert other > logged + 0.4 * vm.GiB, path.stem
         else:
             assert other < logged, path.stem
 

@@ -48,6 +48,7 @@ from layoutgen.runtimes.vllm.memory import (
     rope_cache_bytes,
     version_tuple,
 )
+from layoutgen.solve.overhead import default_overhead
 
 LOGS = sorted((Path(__file__).parent / "vllm_logs").glob("*.yaml"))
 
@@ -113,6 +114,9 @@ def service_of(record: dict[str, Any]) -> VllmService:
         # is disabled because your platform lacks GPU P2P capability" (no NVLink either)
         flashinfer_sampler=f.get("flashinfer_sampler"),
         nvlink=f.get("nvlink"),
+        # the context of the card's class, as a spec naming it plans (0.8.0-0.9.1 count
+        # it inside the budget; a card not named gets the unknown class's 1 GiB)
+        context_bytes=default_overhead(record["gpu"]["name"]),
     )
 
 

@@ -306,7 +306,11 @@ def test_vllm_before_0_9_2_must_start_before_what_shares_its_gpu(tmp_path: Path)
     first = plan(tmp_path, CHAT + CODER, version="0.9.1").plan.service("chat").budget
     newer = plan(tmp_path, CHAT + CODER, version="0.9.2").plan.service("chat").budget
     assert first is not None and newer is not None
-    context = vm.CUDA_CONTEXT_0_6_5
+    # the context inside 0.9.1's budget is the figure beside 0.9.2's (the GPU's class
+    # default, or host.gpu_overhead): one context, counted once, in either place
+    newer_plan = plan(tmp_path, CHAT + CODER, version="0.9.2").plan.service("chat")
+    context = newer_plan.buffers["CUDA0"].overhead
+    assert context > 0
     assert first.term("non_torch") == vm.NON_TORCH_BASE + context
     assert newer.term("non_torch") == vm.NON_TORCH_SNAPSHOT
     # what is not KV grows by the context (and the older base) alone; the KV cache is
@@ -568,3 +572,36 @@ def test_a_vllm_service_gets_a_decode_speed(tmp_path: Path, gpus: str) -> None:
     deep = at_depth(sp.speed, 32768 // 2)
     assert deep.decode_tps == pytest.approx(1 / (read / (0.5 * 1000e9) + 0.5e-3))
     assert sp.speed.host_demand == 0  # a GPU lane asks nothing of host RAM
+
+
+def test_no_version_says_which_release_rules_were_assumed(tmp_path: Path) -> None:
+    """Without 'version:' a vLLM service is planned by the newest release's rules alone
+    (no epochs, unlike llama.cpp): validate warns, names the release and the rules that
+    depend on it, and the release to write: the image's tag where it names one."""
+    from layoutgen.runtimes.vllm import NEWEST
+
+    (tmp_path / "tiny.yaml").write_text(PROFILE)
+    unversioned = spec_text(CHAT).replace('    version: "0.11.0"\n', "")
+    for image, fix in (
+        (
+            "docker.io/vllm/vllm-openai:v0.11.0",
+            'its image\'s tag says v0.11.0: write version: "0.11.0"',
+        ),
+        (
+            "registry.home.arpa/vllm-genesis:custom",
+            "write the release its image holds as 'version:'",
+        ),
+    ):
+        (tmp_path / "spec.yaml").write_text(
+            unversioned.replace("docker.io/vllm/vllm-openai:v0.11.0", image)
+        )
+        v = validate_file(tmp_path / "spec.yaml", "spec.yaml")
+        (text,) = [w.message for w in v.warnings if "no 'version:'" in w.message]
+        assert "runtimes.vllm: no 'version:', so service chat is planned by vLLM" in text
+        assert f"vLLM {NEWEST}'s rules (the newest layoutgen read)" in text
+        assert "the CUDA context beside the budget (from 0.9.2)" in text
+        assert "CUDA graphs estimated inside --gpu-memory-utilization (from 0.20.0)" in text
+        assert fix in text, text
+    # a written release: no such warning
+    v = plan(tmp_path, CHAT)
+    assert not [w for w in v.warnings if "no 'version:'" in w.message]

@@ -243,10 +243,18 @@ class Store:
         os.rename(tmp, link)
 
     def prune(self, keep: int) -> list[int]:
-        """Remove all but the newest ``keep`` generations (never the current one)."""
+        """Remove all but the newest ``keep`` generations; never the current one, nor the
+        newest one before it that ran healthy (what ``rollback`` returns to), however many
+        failed generations came since."""
         current = self.current_number()
         numbers = self.numbers()
-        doomed = [n for n in numbers[: max(len(numbers) - keep, 0)] if n != current]
+        healthy = [
+            g.number
+            for g in self.all()
+            if g.state in ("applied", "rolled-back") and (current is None or g.number < current)
+        ]
+        kept = {current, healthy[-1] if healthy else None}
+        doomed = [n for n in numbers[: max(len(numbers) - keep, 0)] if n not in kept]
         for n in doomed:
             shutil.rmtree(self.generations_dir / str(n), ignore_errors=True)
         return doomed

@@ -47,6 +47,7 @@ def budget(
     gpus, names, _ = device_order(spec, rs.gpus)
     vram = {g.id: g.vram for g in spec.host.gpus}
     names_of = {g.id: g.name for g in spec.host.gpus}
+    by_id = {g.id: g for g in spec.host.gpus}
     svc = rs.service
     spec_tokens = svc.speculative.num_tokens if svc.speculative is not None else 0
     model = vllm_model(profile, len(gpus), mtp=bool(spec_tokens))
@@ -68,6 +69,9 @@ def budget(
         estimate_cudagraphs=vm.env_flag(svc.env.get("VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS")),
         flashinfer_sampler=vm.env_flag(svc.env.get("VLLM_USE_FLASHINFER_SAMPLER")),
         nvlink=vm.nvlink_between(dict(svc.env), [names_of.get(g) for g in gpus]),
+        # the context vLLM 0.8.0-0.9.1 count inside the budget: the figure that sits
+        # beside it from 0.9.2 (context_outside), the largest of the service's GPUs
+        context=max(per_gpu(spec.host, by_id[g]) for g in gpus),
     )
     return found, gpus, names
 
@@ -297,6 +301,59 @@ def interconnect_notes(spec: Spec, services: Sequence[ResolvedService]) -> list[
                 f"{_mib(vm.NON_TORCH_TP_PCIE)}: name cards without NVLink (GeForce RTX 40/50, "
                 "L4, L40S, ...), or set NCCL_P2P_DISABLE=1 in 'env:' where they are not "
                 f"bridged, and {gap} a GPU goes to the KV cache",
+                Severity.WARNING,
+            )
+        )
+    return out
+
+
+def _dotted(release: tuple[int, ...]) -> str:
+    return ".".join(str(n) for n in (*release, 0, 0)[: max(len(release), 3)])
+
+
+def release_notes(spec: Spec, services: Sequence[ResolvedService]) -> list[Problem]:
+    """A warning for each vLLM runtime without ``version:``: its services are planned by
+    the newest release's rules (one release, not every one: a budgeted runtime has no
+    epochs), and the memory rules that depend on the release are named, with the
+    release to write (the image's tag, where it names one)."""
+    from layoutgen.runtimes.vllm import _VERSION, NEWEST
+
+    users: dict[str, list[str]] = {}
+    for rs in services:
+        runtime = spec.runtimes.get(rs.service.runtime)
+        if runtime is not None and runtime.kind == "vllm" and runtime.version is None:
+            users.setdefault(rs.service.runtime, []).append(rs.name)
+    out = []
+    for rid, names in sorted(users.items()):
+        image = spec.runtimes[rid].image or ""
+        tag = image.rpartition("/")[2].partition(":")[2].partition("@")[0]
+        tagged = tag.lstrip("v") if tag and _VERSION.fullmatch(tag) else None
+        rules = (
+            f"the CUDA context beside the budget (from {_dotted(vm.SNAPSHOT_BASELINE)}), "
+            "tensor-parallel NCCL buffers taken before vLLM measures (from 0.11.0), "
+            "the FlashInfer sampler only with VLLM_USE_FLASHINFER_SAMPLER=1 (from "
+            f"{_dotted(vm.FLASHINFER_SAMPLER_OPT_IN)}), CUDA graphs estimated inside "
+            f"--gpu-memory-utilization (from {_dotted(vm.CUDAGRAPH_ESTIMATE_DEFAULT)}) and "
+            f"{NEWEST}'s default --max-num-seqs"
+        )
+        if tagged is not None:
+            fix = f'its image\'s tag says {tag}: write version: "{tagged}"'
+        else:
+            fix = (
+                "write the release its image holds as 'version:' (python3 -c 'import vllm; "
+                "print(vllm.__version__)' inside it)"
+            )
+        out.append(
+            Problem(
+                ("runtimes", rid),
+                f"runtimes.{rid}: no 'version:', so "
+                + (
+                    f"service {names[0]} is"
+                    if len(names) == 1
+                    else f"services {', '.join(sorted(names))} are"
+                )
+                + f" planned by vLLM {NEWEST}'s rules (the newest layoutgen read): {rules}; an "
+                f"older release counts these differently and may not fit the plan, so {fix}",
                 Severity.WARNING,
             )
         )

@@ -201,7 +201,7 @@ def solve_at(
             placed[n] = _remembered(memo, settings[n], splits[n], experts, tensors, drafts.get(n))
     # then budgeted services whole, beside those (their KV must hold one request)
     if budgeted:  # vLLM's rules, imported only for specs that have such a service
-        from layoutgen.solve.budgeted import interconnect_notes, start_checks
+        from layoutgen.solve.budgeted import interconnect_notes, release_notes, start_checks
         from layoutgen.solve.budgeted import service_plan as budgeted_plan
     for n in order:
         if n in budgeted:
@@ -245,6 +245,7 @@ def solve_at(
             raise DoesNotFit(refused)
         placed.update(checked)
         problems += interconnect_notes(spec, [by_name[n] for n in order if n in budgeted])
+        problems += release_notes(spec, [by_name[n] for n in order if n in budgeted])
     placed.update(_argvs(spec, by_name, placed, order, budgeted, shares_of))
     devices = _devices(spec, placed, worlds)
     if speeds:

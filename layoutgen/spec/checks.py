@@ -543,6 +543,9 @@ def _moving_tags(spec: Spec) -> Iterator[Problem]:
         if runtime.version is not None:
             assumed = f"build {runtime.version}'s rules ('version:')"
             pin = "pin the image to that build's tag or digest"
+        elif rt.MEMORY == "budget":  # vLLM: planned by the newest release's rules alone
+            assumed = f"the newest release layoutgen knows ({rt.READ_FROM}), as no 'version:' says"
+            pin = "pin the image to a release's tag or digest and write it as 'version:'"
         else:
             assumed = (
                 f"every build up to the newest layoutgen knows ({rt.READ_FROM}), as no "

@@ -181,6 +181,18 @@ def boot(workdir: Path, fakenvml_lib: Path, quadlet: bool) -> Machine:
     for old in listed:
         if old != image:
             subprocess.run(["podman", "rmi", "-f", old], env=env, capture_output=True, check=False)
+    # machines of runs that were killed (their pytest's PID is gone)
+    names = subprocess.run(
+        ["podman", "ps", "-a", "--format", "{{.Names}}", "--filter", "name=^layoutgen-e2e-"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.split()
+    for stale in names:
+        pid = stale.rsplit("-", 1)[-1]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            subprocess.run(["podman", "rm", "-f", stale], env=env, capture_output=True, check=False)
     storage = Path(tempfile.mkdtemp(prefix="layoutgen-e2e-storage-", dir="/var/tmp"))
     name = f"layoutgen-e2e-{os.getpid()}"
     subprocess.run(["podman", "rm", "-f", name], env=env, capture_output=True, check=False)

@@ -77,6 +77,8 @@ def spec(m: machine.Machine, name: str, services: dict[str, str], target: str = 
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[machine.Machine]:
     if shutil.which("podman") is None:
         pytest.fail("the e2e suite needs podman on this machine: make e2e-tools installs it")
+    if os.geteuid() != 0:
+        pytest.fail("the e2e suite needs root: its host is a privileged podman container")
     lib = build(tmp_path_factory.mktemp("fakenvml"))
     m = machine.boot(tmp_path_factory.mktemp("e2e"), lib, quadlet=True)
     try:
@@ -282,6 +284,17 @@ def test_dry_run_changes_nothing(host: machine.Machine) -> None:
     assert "  stop (in this order): beta" in done.stderr
     assert host.ok("layoutgen rollback --list") == before
     assert health(host, 8104) == 200
+    # a spec whose GPU is not this host's changes nothing either: it says 96 GiB and
+    # plans 51 GiB, more than the 48 GiB NVML reports (less would only warn)
+    other = spec(
+        host, "other-gpu", {"s1": "ctx: 262144, port: 8401", "s2": "ctx: 262144, port: 8402"}
+    )
+    host.ok(f"sed -i 's/vram: 48GiB/vram: 96GiB/' {other}")
+    refused = apply(host, other)
+    assert refused.returncode == 1
+    assert "NVML reports 49,152 MiB total, the spec says 98,304 MiB" in refused.stderr
+    assert "its GPUs are not this host's; apply changes nothing" in refused.stderr
+    assert host.ok("layoutgen rollback --list") == before
 
 
 GITOPS = """

@@ -69,6 +69,8 @@ done
 
 log "mmdebstrap trixie (${#PACKAGES[@]} packages)"
 start=$(date +%s)
+# the hooks' "$1" (the root being built) is mmdebstrap's to expand, not this shell's
+# shellcheck disable=SC2016
 mmdebstrap --quiet --variant=minbase --mode=root --format=tar \
 	--include="$(
 		IFS=,

@@ -209,8 +209,10 @@ class Vllm(Runtime):
         if vm.version_tuple(text) < OLDEST:
             raise VersionError(
                 f"vLLM {printable(clip(text))} runs the V0 engine, which layoutgen does not "
-                "plan (its memory profile and flags differ from V1's, and the public V0 logs "
-                "it was checked against miss by up to 9 %); move to vLLM 0.9.2 or later "
+                "plan: its memory rules are modelled (the public V0 logs plan within 5 %), "
+                "but its options and defaults are not read (without chunked prefill V0 "
+                "profiles a whole max_model_len prompt, and its flags differ from V1's); "
+                "move to vLLM 0.9.2 or later "
                 '(write version: "0.9.2" and an image of that release, e.g. '
                 "docker.io/vllm/vllm-openai:v0.9.2; 0.8.x also plans, but counts every "
                 "process on its GPUs as its own)"
@@ -389,6 +391,7 @@ def plan_budget(
     estimate_cudagraphs: bool | None = None,
     flashinfer_sampler: bool | None = None,
     nvlink: bool | None = None,
+    context: int | None = None,
 ) -> Budget:
     """The budget for ``parallel`` requests of ``max_model_len`` tokens (default
     ``max_num_seqs``), with vLLM's scheduler admitting ``max_num_seqs`` at once: that
@@ -397,8 +400,10 @@ def plan_budget(
     ``totals``: each GPU's total memory.  ``flashinfer_sampler``: the service's
     VLLM_USE_FLASHINFER_SAMPLER (:func:`~layoutgen.runtimes.vllm.memory.flashinfer_sampler`);
     ``nvlink``: whether its GPUs talk over NVLink
-    (:func:`~layoutgen.runtimes.vllm.memory.nvlink_between`).  ``room``: the most the budget may
-    take on the tightest of them beside everything else; when what that leaves
+    (:func:`~layoutgen.runtimes.vllm.memory.nvlink_between`); ``context``: what a worker
+    holds on its GPU before it measures, the largest of its GPUs'
+    (:attr:`~layoutgen.runtimes.vllm.memory.VllmService.context_bytes`).  ``room``: the
+    most the budget may take on the tightest of them beside everything else; when what that leaves
     for KV is below one request, vLLM would refuse to start, and
     :class:`~layoutgen.runtimes.vllm.memory.KvCacheRefused` says what fits.
     """
@@ -418,6 +423,7 @@ def plan_budget(
         estimate_cudagraphs=estimate_cudagraphs,
         flashinfer_sampler=flashinfer_sampler,
         nvlink=nvlink,
+        context_bytes=context,
     )
     weights = vm.Term(math.ceil(model.weights_bytes / tp), vm.Basis.EXACT)
     # speculative decoding: the rejection sampler's rows (vm.sampler_rows), and the

@@ -26,7 +26,10 @@ flashinfer-python 0.2.11 (``flashinfer/sampling.py``) —
 ``vllm/distributed/device_communicators/custom_all_reduce.py`` and ``pynccl.py`` (what a
 TP worker allocates outside torch), ``vllm/env_override.py`` (NCCL_CUMEM_ENABLE=0),
 ``vllm/envs.py``.
-The V0 engine (before 0.8) is covered for the logs that print its terms.
+The V0 engine (before 0.8) is covered for the logs that print its terms (the 0.7.3
+wheel's ``vllm/worker/worker.py`` ``determine_num_available_blocks`` and
+``vllm/utils.py`` ``memory_profiling``), and 0.8.4's defaults from its
+``vllm/engine/arg_utils.py``.
 """
 
 from __future__ import annotations
@@ -81,6 +84,14 @@ ALL_REDUCE_COPIES = 2
 #: Non-torch memory one worker adds after vLLM's baseline (cuBLAS/attention
 #: workspaces): the larger of 0.16 GiB (PR 12126) and 0.35 GiB (issue 10517).
 NON_TORCH_BASE = int(0.35 * GiB)
+#: The same in V0 0.7.0-0.7.3: ``memory_profiling`` (vllm/utils.py of the 0.7.3 wheel)
+#: counts the non-torch growth from a ``MemorySnapshot`` taken in ``init_device`` once
+#: the CUDA context exists (PR 12126) to after the profile run: cuBLAS and workspaces
+#: alone.  The 0.7.x logs in tests/vllm_logs measure 0.03-0.11 GiB on one GPU with a text
+#: model (ragbench and distagentgc's A100s, a 4060) and 0.16 with PR 12126's vision
+#: model; planned above each.  (0.6.4 measured 0.35 on a 3090: NON_TORCH_BASE stays.)
+NON_TORCH_V0_7 = int(0.17 * GiB)
+V0_7 = (0, 7)
 #: The same from 0.9.2, whose V1 worker takes its snapshot after the CUDA context:
 #: kernel modules loaded by the profile run and library handles.  The five V1 logs in
 #: tests/vllm_logs that print it ("Actual usage is ... for non-torch memory") show 0.02
@@ -117,7 +128,10 @@ NON_TORCH_TP = int(1.79 * GiB)
 NON_TORCH_TP_PCIE = int(0.30 * GiB)
 #: vLLM 0.6.5-0.6.6 measured from before the CUDA context (PR 10511; PR 12126
 #: moved the baseline after it in 0.7.0): the context counts as non-torch, as it
-#: does in the V1 worker of 0.8.0-0.9.1 (:func:`device_wide`).
+#: does in the V1 worker of 0.8.0-0.9.1 (:func:`device_wide`).  1.44 GiB is PR
+#: 10511's H100 (1.79 GiB of non-torch memory less the 0.35 of the other terms); the V1
+#: worker of 0.8.x plans the context of the service's GPU class instead
+#: (:attr:`VllmService.context_bytes`), and this figure only where that is not known.
 CUDA_CONTEXT_0_6_5 = int(1.44 * GiB)
 #: CUDA graph capture, beyond the largest capture's activations: a fixed part (a
 #: 0.10.2 capture of three small sizes of Qwen2.5-3B took 0.14 GiB, the
@@ -217,6 +231,11 @@ class VllmService:
     #: whether the service's GPUs talk over NVLink (None: not known, planned as NVLink;
     #: see :func:`nvlink_between`)
     nvlink: bool | None = None
+    #: what the worker process holds on its GPU before it measures (the CUDA context,
+    #: cuBLAS): ``host.gpu_overhead`` or the default of the GPU's class, the figure that
+    #: sits beside the budget from 0.9.2; 0.8.0-0.9.1 count it inside as non-torch memory
+    #: (None: not known, :data:`CUDA_CONTEXT_0_6_5`)
+    context_bytes: int | None = None
 
     @property
     def v1(self) -> bool:
@@ -465,22 +484,28 @@ def default_max_num_seqs(
     (``EngineArgs._set_default_args_v1``, read in each wheel's vllm/engine/arg_utils.py):
 
     * before 0.8.0 (V0): 256;
-    * 0.8.0-0.8.4: 1,024 on every GPU;
+    * 0.8.0-0.8.3: 1,024 on every GPU;
+    * 0.8.4: 1,024 on a GPU whose name says H100 or H200, else 256 (the device name
+      that set only the batched-token default before);
     * 0.8.5: 1,024 on a GPU of 70 GiB or more, else 256;
     * 0.9.0 on: 1,024 on a GPU of 70 GiB or more whose name does not say A100, else 256
       (PR #17885: A100s keep the smaller batch);
     * 0.10.2 on: at most ``max_num_batched_tokens``.
 
     ``gpu_name`` is the NVML name (``host.gpus[].name``); unnamed, a large card is
-    taken as not an A100 (the larger default: the activation estimate errs high)."""
+    taken as not an A100, and on 0.8.4 any card as an H100 (the larger default: the
+    activation estimate errs high)."""
     release = version_tuple(version)
     if release < (0, 8):
         return 256
     large = gpu_total_bytes >= 70 * GiB
-    if release >= (0, 9) and "a100" in (gpu_name or "").lower():
+    name = (gpu_name or "").lower()
+    if release >= (0, 9) and "a100" in name:
         large = False
-    if release < (0, 8, 5):
+    if release < (0, 8, 4):
         large = True
+    elif release < (0, 8, 5):
+        large = gpu_name is None or "h100" in name or "h200" in name
     seqs = 1024 if large else 256
     if release >= (0, 10, 2):
         seqs = min(seqs, max_num_batched_tokens)
@@ -581,6 +606,27 @@ def context_in_budget(version: str) -> bool:
     return (0, 6, 5) <= release < (0, 7) or (0, 8) <= release < SNAPSHOT_BASELINE
 
 
+def context_inside(service: VllmService) -> int:
+    """The CUDA context where the release counts it inside the budget
+    (:func:`context_in_budget`).
+
+    * V0 0.6.5-0.6.6: :data:`CUDA_CONTEXT_0_6_5`, PR 10511's H100 figure (no other V0
+      log of those releases prints its terms);
+    * V1 0.8.0-0.9.1: ``total - free - torch's allocations`` after the profile run
+      (``determine_available_memory`` of the 0.8.0-0.9.1 wheels) is the process's
+      context and cuBLAS, the same memory that sits beside the budget from 0.9.2, so
+      the same figure: :attr:`VllmService.context_bytes` (``host.gpu_overhead`` or the
+      GPU class's default: 512 MiB up to Ada).  Two 0.8.5 logs on an RTX 4090 D
+      (johnson7788/RLDecisionAgent: Qwen2.5-0.5B and SmolLM2-135M, 0.9 of 23.65 GiB)
+      leave 0.56 GiB each beside the weights, the sampler's estimate and the KV cache:
+      under the 0.35 + 0.5 planned; PR 10511's 1.44 GiB put their KV cache 6-7 % low
+      (-1.6 and -1.4 % now).  Unknown: the 1.44.
+    """
+    if service.v1 and service.context_bytes is not None:
+        return service.context_bytes
+    return CUDA_CONTEXT_0_6_5
+
+
 def non_torch_estimate(service: VllmService) -> int:
     """Memory outside torch's allocator that the profile counts (cuBLAS, workspaces, and
     NCCL's memory allocated after the snapshot: see :func:`nccl_outside`; the CUDA
@@ -588,8 +634,10 @@ def non_torch_estimate(service: VllmService) -> int:
     extra = nccl_estimate(service) - nccl_outside(service)
     release = version_tuple(service.version)
     if context_in_budget(service.version):
-        extra += CUDA_CONTEXT_0_6_5
+        extra += context_inside(service)
     base = NON_TORCH_SNAPSHOT if release >= SNAPSHOT_BASELINE else NON_TORCH_BASE
+    if V0_7 <= release < (0, 8):
+        base = NON_TORCH_V0_7
     return base + extra
 
 
