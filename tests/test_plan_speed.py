@@ -501,3 +501,23 @@ def test_seed004s_beelink_prints_a_speed_from_the_cpu_the_seed_states() -> None:
     s = v.plan.service("gemma4-26b").speed
     assert isinstance(s, SpeedPlan) and s.host_figure == "peak"
     assert 0 < s.decode_tps / 10.44 - 1 < 0.30
+
+
+def test_a_given_speculative_acceptance_replaces_the_default(tmp_path: Path) -> None:
+    """speculative.acceptance (issue 33 item 3): seed 004's Genesis at 0.9 instead of the
+    default 0.78 yields 1 + a + a^2 + a^3 tokens a step at the given a: the speed scales
+    by the ratio of the two sums, and the plan says the figure was given."""
+    text = (LAYOUTS / "vllm-tower-seed004.yaml").read_text(encoding="utf-8")
+    assert text.count("    speculative: {method: mtp, num_tokens: 3}\n") == 2
+    given = text.replace(
+        "    speculative: {method: mtp, num_tokens: 3}\n",
+        "    speculative: {method: mtp, num_tokens: 3, acceptance: 0.9}\n",
+    )
+    (tmp_path / "models").symlink_to(LAYOUTS / "models")
+    (tmp_path / "seed004.yaml").write_text(given, encoding="utf-8")
+    before = validate_file(LAYOUTS / "vllm-tower-seed004.yaml").plan.service("genesis").speed
+    after = validate_file(tmp_path / "seed004.yaml").plan.service("genesis").speed
+    assert isinstance(before, SpeedPlan) and isinstance(after, SpeedPlan)
+    ratio = plan_speed.tokens_per_step(0.9, 3) / plan_speed.tokens_per_step(0.78, 3)
+    assert after.decode_tps / before.decode_tps == pytest.approx(ratio, rel=1e-6)
+    assert any("0.9 a drafted token as given" in c for c in after.caveats)

@@ -398,17 +398,25 @@ def service_speed(
     if host_bandwidth(spec) is None and reads_host(w):
         return None
     caveats = _caveats(spec, rs, w, profile)
-    draft: tuple[Workload, int] | None = None
+    draft: tuple[Workload, int, float | None] | None = None
     sv = rs.service.speculative if sp.budget is not None else None
     if sv is not None and sv.method == "mtp":
         dw = mtp_draft_workload(sp, profile)
         if dw is not None:
-            draft = (dw, sv.num_tokens)
-            per_step = tokens_per_step(SPECULATIVE_ACCEPTANCE, sv.num_tokens)
+            draft = (dw, sv.num_tokens, sv.acceptance)
+            a = SPECULATIVE_ACCEPTANCE if sv.acceptance is None else sv.acceptance
+            per_step = tokens_per_step(a, sv.num_tokens)
             caveats += (
-                f"speculative acceptance: {SPECULATIVE_ACCEPTANCE} a drafted token assumed "
-                f"(seed 004's MTP), {per_step:.2f} tokens a step of {sv.num_tokens} drafts; "
-                "the speed moves with yours",
+                (
+                    f"speculative acceptance: {a} a drafted token assumed (seed 004's MTP), "
+                    f"{per_step:.2f} tokens a step of {sv.num_tokens} drafts; the speed "
+                    "moves with yours (speculative.acceptance)"
+                )
+                if sv.acceptance is None
+                else (
+                    f"speculative acceptance: {a} a drafted token as given, {per_step:.2f} "
+                    f"tokens a step of {sv.num_tokens} drafts"
+                ),
             )
     elif sv is not None:
         caveats += (f"speculative decoding ({sv.method}): the speed is without it",)
@@ -430,7 +438,7 @@ def _speed(
     depth: int,
     others: Sequence[tuple[ResolvedService, ServicePlan, Profile]],
     caveats: tuple[str, ...],
-    draft: tuple[Workload, int] | None = None,
+    draft: tuple[Workload, int, float | None] | None = None,
 ) -> SpeedPlan:
     b = decode(m, w, depth)
     tps, seconds = _speculated(m, w, depth, draft)
@@ -473,7 +481,7 @@ def _speed(
 
 
 def _speculated(
-    m: Machine, w: Workload, depth: int, draft: tuple[Workload, int] | None
+    m: Machine, w: Workload, depth: int, draft: tuple[Workload, int, float | None] | None
 ) -> tuple[float, float]:
     """(tokens a second, seconds a token) of W at DEPTH; with DRAFT (a draft step's
     workload, drafts a step) a speculative step is the target's step and the drafts',
@@ -481,9 +489,9 @@ def _speculated(
     b = decode(m, w, depth)
     if draft is None:
         return b.tps, b.seconds
-    dw, n = draft
+    dw, n, given = draft
     step = b.seconds + n * decode(m, dw, depth).seconds
-    tps = tokens_per_step(SPECULATIVE_ACCEPTANCE, n) / step
+    tps = tokens_per_step(SPECULATIVE_ACCEPTANCE if given is None else given, n) / step
     return tps, 1.0 / tps
 
 
