@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from layoutgen.calibrate import vllm_table
+from layoutgen.render.validate import validate_file
+from layoutgen.solve import plan_speed
 from layoutgen.solve.plan import SpeedPlan
-from layoutgen.spec.validate import validate_file
-from layoutgen.speed import plan_speed, vllm_table
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDER = ROOT / "tests/speed_data/vllm"

@@ -1,4 +1,4 @@
-"""``python -m layoutgen.speed.vllm_table``: vLLM decode against public vLLM timings.
+"""``python -m layoutgen.calibrate.vllm_table``: vLLM decode against public vLLM timings.
 
 Each record of ``tests/speed_data/vllm/`` is one machine's vLLM service at batch 1: its
 GPUs, tensor-parallel size, the link the ranks all-reduce over, the checkpoint's bytes
@@ -39,12 +39,8 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
+from layoutgen.solve.plan_speed import PRIOR_GPU_EFFICIENCY, SPECULATIVE_ACCEPTANCE, tokens_per_step
 from layoutgen.speed import hardware, model
-from layoutgen.speed.plan_speed import (
-    PRIOR_GPU_EFFICIENCY,
-    SPECULATIVE_ACCEPTANCE,
-    tokens_per_step,
-)
 
 FOLDER = Path("tests/speed_data/vllm")
 LINKS = ("none", "nvlink", "pcie", "pcie-host")
