@@ -426,7 +426,7 @@ class Host(Strict):
         allow_inf_nan=False,
         description="host RAM's fitted efficiency: decode's effective bandwidth over the "
         "bandwidth given (the peak, or memory_bandwidth_measured); default a prior per "
-        "kind of figure (layoutgen.speed.plan_speed); layoutgen calibrate fits it",
+        "kind of figure (layoutgen.solve.plan_speed); layoutgen calibrate fits it",
     )
     gpu_efficiency: float | None = Field(
         default=None,
@@ -434,7 +434,7 @@ class Host(Strict):
         le=2,
         allow_inf_nan=False,
         description="GPU memory's fitted efficiency (effective / peak bandwidth, every "
-        "GPU); default a prior from full-GPU results (layoutgen.speed.plan_speed); "
+        "GPU); default a prior from full-GPU results (layoutgen.solve.plan_speed); "
         "layoutgen calibrate fits it on a service that keeps nothing in host RAM",
     )
     targets: tuple[Target, ...] = Field(
