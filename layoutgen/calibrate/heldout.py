@@ -20,22 +20,9 @@ from pathlib import Path
 
 from layoutgen.solve import plan_speed
 from layoutgen.speed import cases, model
+from layoutgen.speed.lomo import Row  # one result, predicted and measured
 
 HELDOUT = Path("tests/speed_data/heldout")
-
-
-@dataclass(frozen=True)
-class Row:
-    record: str
-    machine: str
-    result: str
-    predicted: float
-    measured: float
-    cannot_see: str | None
-
-    @property
-    def error(self) -> float:
-        return self.predicted / self.measured - 1.0
 
 
 @dataclass(frozen=True)
