@@ -67,11 +67,29 @@ for unit in "${MASKED[@]}"; do
 	masks+="ln -sf /dev/null \"\$1/etc/systemd/system/$unit\"; "
 done
 
-log "mmdebstrap trixie (${#PACKAGES[@]} packages)"
+# Debian's archive as this machine's apt is configured to reach it (a CI mirror or
+# proxy included), never an address of this script's: the repository apt lists for
+# the host's own release, component main
+# ($(REPO_URI) ... are apt's format fields, not this shell's; os-release is the host's)
+# shellcheck disable=SC2016,SC1091
+mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE) $(COMPONENT)' 'Identifier: Packages' |
+	awk -v rel="$(. /etc/os-release && echo "$VERSION_CODENAME")" '$2 == rel && $3 == "main" {print $1; exit}')
+if [ -z "$mirror" ]; then
+	echo "build_rootfs: apt lists no Debian repository for this release (component main):" \
+		"configure one in /etc/apt/sources.list.d and run apt-get update" >&2
+	exit 1
+fi
+aptopts=()
+eval "$(apt-config shell proxy Acquire::http::Proxy)"
+if [ -n "${proxy:-}" ]; then
+	aptopts+=(--aptopt="Acquire::http::Proxy \"$proxy\"")
+fi
+
+log "mmdebstrap trixie (${#PACKAGES[@]} packages) from $mirror"
 start=$(date +%s)
 # the hooks' "$1" (the root being built) is mmdebstrap's to expand, not this shell's
 # shellcheck disable=SC2016
-mmdebstrap --quiet --variant=minbase --mode=root --format=tar \
+mmdebstrap --quiet --variant=minbase --mode=root --format=tar "${aptopts[@]}" \
 	--include="$(
 		IFS=,
 		echo "${PACKAGES[*]}"
@@ -83,7 +101,7 @@ mmdebstrap --quiet --variant=minbase --mode=root --format=tar \
 	--customize-hook='mkdir -p "$1/etc/containers" && printf "[network]\ndefault_subnet = \"10.123.0.0/24\"\n[engine]\nevents_logger = \"file\"\n" > "$1/etc/containers/containers.conf"' \
 	--customize-hook='echo e2e > "$1/etc/hostname"; : > "$1/etc/machine-id"' \
 	--customize-hook='chroot "$1" useradd -m -u 1000 -s /bin/bash lg && mkdir -p "$1/var/lib/systemd/linger" && touch "$1/var/lib/systemd/linger/lg"' \
-	trixie "$work/rootfs.tar" http://deb.debian.org/debian
+	trixie "$work/rootfs.tar" "$mirror"
 log "mmdebstrap took $(($(date +%s) - start)) s"
 zstd -q -T0 -3 "$work/rootfs.tar" -o "$work/rootfs.tar.zst"
 mv "$work/rootfs.tar.zst" "$DEST"
