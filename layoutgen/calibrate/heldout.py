@@ -13,26 +13,17 @@ the "all" summary, and left out of the "modelled" one.
 
 from __future__ import annotations
 
-import statistics
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from layoutgen.solve import plan_speed
 from layoutgen.speed import cases, model
-from layoutgen.speed.lomo import Row  # one result, predicted and measured
+from layoutgen.speed.lomo import Row, report, summary
+
+__all__ = ["HELDOUT", "Row", "priors_for", "rows", "summary", "table"]
 
 HELDOUT = Path("tests/speed_data/heldout")
-
-
-@dataclass(frozen=True)
-class Summary:
-    results: int
-    machines: int
-    median_abs: float
-    within_15: float
-    within_30: float
-    median_signed: float
 
 
 def priors_for(rec: cases.Record) -> model.Machine:
@@ -56,45 +47,14 @@ def rows(folder: Path = HELDOUT) -> list[Row]:
     return out
 
 
-def summary(found: list[Row]) -> Summary:
-    errs = [r.error for r in found]
-    absolute = [abs(e) for e in errs]
-    return Summary(
-        results=len(found),
-        machines=len({r.machine for r in found}),
-        median_abs=statistics.median(absolute),
-        within_15=sum(a <= 0.15 for a in absolute) / len(found),
-        within_30=sum(a <= 0.30 for a in absolute) / len(found),
-        median_signed=statistics.median(errs),
-    )
-
-
-def _line(label: str, s: Summary) -> str:
-    return (
-        f"{label}: {s.results} results on {s.machines} machines; median |error| "
-        f"{100 * s.median_abs:.1f} %, within 15 %: {100 * s.within_15:.0f} %, within 30 %: "
-        f"{100 * s.within_30:.0f} %, signed median {100 * s.median_signed:+.1f} %"
-    )
-
-
 def table(folder: Path = HELDOUT) -> str:
     found = rows(folder)
     lines = [
         f"held-out decode results, predicted with the priors (host RAM η "
         f"{plan_speed.PRIOR_EFFICIENCY} x peak, {plan_speed.PRIOR_MEASURED_EFFICIENCY} x "
         f"measured; GPU η {plan_speed.PRIOR_GPU_EFFICIENCY})",
-        f"{'record':40} {'result':18} {'pred':>8} {'meas':>8} {'error':>7}",
+        *report(found, width=18),
     ]
-    for r in found:
-        blind = f"  (not modelled: {r.cannot_see})" if r.cannot_see else ""
-        lines.append(
-            f"{r.record:40} {r.result:18} {r.predicted:8.2f} {r.measured:8.2f} "
-            f"{100 * r.error:+6.1f}%{blind}"
-        )
-    lines.append(_line("all", summary(found)))
-    modelled = [r for r in found if r.cannot_see is None]
-    if modelled and len(modelled) < len(found):
-        lines.append(_line("modelled", summary(modelled)))
     return "\n".join(lines) + "\n"
 
 

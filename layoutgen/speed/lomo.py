@@ -208,24 +208,31 @@ def _globals(g: Globals) -> str:
     )
 
 
-def table(folders: Sequence[Path] = FOLDERS) -> str:
-    records = load(folders)
-    rows, fitted = leave_one_machine_out(records)
-    lines = [
-        "decode t/s, leave-one-machine-out: each machine predicted with the constants "
-        "fitted on the others",
-        f"{'record':40} {'result':20} {'pred':>8} {'meas':>8} {'error':>7}",
-    ]
+def report(rows: Sequence[Row], width: int = 20) -> list[str]:
+    """ROWS as a table's lines (the result column WIDTH wide), then the summary of all,
+    and of the modelled ones where some are marked cannot_see."""
+    lines = [f"{'record':40} {'result':{width}} {'pred':>8} {'meas':>8} {'error':>7}"]
     for r in rows:
         blind = f"  (not modelled: {r.cannot_see})" if r.cannot_see else ""
         lines.append(
-            f"{r.record:40} {r.result[:20]:20} {r.predicted:8.2f} {r.measured:8.2f} "
+            f"{r.record:40} {r.result[:width]:{width}} {r.predicted:8.2f} {r.measured:8.2f} "
             f"{100 * r.error:+6.1f}%{blind}"
         )
     lines.append(_line("all", summary(rows)))
     modelled = [r for r in rows if r.cannot_see is None]
     if modelled and len(modelled) < len(rows):
         lines.append(_line("modelled", summary(modelled)))
+    return lines
+
+
+def table(folders: Sequence[Path] = FOLDERS) -> str:
+    records = load(folders)
+    rows, fitted = leave_one_machine_out(records)
+    lines = [
+        "decode t/s, leave-one-machine-out: each machine predicted with the constants "
+        "fitted on the others",
+        *report(rows),
+    ]
     spread = {f.name: [getattr(g, f.name) for g in fitted.values()] for f in fields(Globals)}
     lines.append(
         "constants over the folds: "
