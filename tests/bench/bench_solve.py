@@ -179,7 +179,7 @@ def unversioned(s: Spec) -> Spec:
 def bench_every_build(profiles: dict[str, Profile]) -> None:
     """Issue 30: the same host with no 'version:' is solved under each epoch of ik's
     rules that the plan asks; target within 3x of the solve with a version."""
-    from layoutgen.solve.builds import epochs, floor_of
+    from layoutgen.solve.builds import epochs, span_of
 
     versioned = unversioned(spec())
     versioned = versioned.model_copy(
@@ -192,7 +192,8 @@ def bench_every_build(profiles: dict[str, Profile]) -> None:
     )
     known, unknown = _interleaved_ms([versioned, unversioned(spec())], profiles, runs=11)
     s = unversioned(spec())
-    n = len(epochs(s.runtimes["ik"].rules(), floor=floor_of(s, resolve(s), profiles, "ik")))
+    floor, ceiling = span_of(s, resolve(s), profiles, "ik")
+    n = len(epochs(s.runtimes["ik"].rules(), floor=floor, ceiling=ceiling))
     print(
         f"solve with no 'version:' ({n} epochs of ik's rules): median {unknown:.0f} ms = "
         f"{unknown / known:.2f}x of the solve with one ({known:.0f} ms), the two "
