@@ -76,9 +76,9 @@ def test_dense_cpu_only_bytes_and_speed_by_hand(tmp_path: Path) -> None:
     bw = 12 * 6400e6 * 8  # EPYC 9175F: 12 channels DDR5-6400
     flops = 8 * 4.2e9 * 64  # 8 threads' cores x base clock x FP32 FLOPs a cycle
     params = weights / 2  # f16 (the norms' f32 are negligible here but counted below)
-    # per token 0.5 ms, and 9.6 us per layer the host computes (2 + the output layer)
+    # per token 0.5 ms, and 6.3 us per layer the host computes (2 + the output layer)
     # and thread (8): the threads' wake-ups and barriers
-    fixed = 0.5e-3 + 3 * 8 * 9.6e-6
+    fixed = 0.5e-3 + 3 * 8 * 6.3e-6
     seconds = max(weights / (0.61 * bw), 2 * params / flops)
     assert 1 / s.decode_tps == pytest.approx(seconds + fixed, rel=1e-3)
     deep = plan_speed.at_depth(s, 2048)
@@ -134,7 +134,7 @@ def test_memory_bandwidth_and_efficiency_are_given(tmp_path: Path) -> None:
     s = _speed(_write(tmp_path, text), "lane")
     assert s.efficiency == 0.5 and s.efficiency_basis == "given"
     # no CPU model: no compute floor, bytes alone (and the 3 layers x 8 threads' barriers)
-    fixed = 0.5e-3 + 3 * 8 * 9.6e-6
+    fixed = 0.5e-3 + 3 * 8 * 6.3e-6
     assert 1 / s.decode_tps == pytest.approx(s.host_bytes_per_token / 50e9 + fixed)
 
 

@@ -94,9 +94,11 @@ def test_summary_figures(
     errors = sorted(abs(r.error) for r in rows)
     assert s.within_15 == sum(e <= 0.15 for e in errors) / len(errors)
     assert all(math.isfinite(r.predicted) and r.predicted > 0 for r in rows)  # none refused
-    # measured 2026-11-28 (the docs' accuracy table: 11.8 %, 59 % within 15 %): a
-    # regression guard, not the target (70 % within 15 %, median 10 %)
-    assert s.median_abs < 0.15 and s.within_15 > 0.5
+    # issue 33's acceptance, on this table held out machine by machine: median |error|
+    # at most 10 %, at least 70 % of results within 15 % (measured 2026-11-28: 6.4 %,
+    # 78 %; 11.5 % and 60 % while two of ikawrakow's machines were given the platform's
+    # DRAM peak instead of the read bandwidth their owner states)
+    assert s.median_abs <= 0.10 and s.within_15 >= 0.70
 
 
 def test_a_result_may_give_its_own_thread_count_and_threads_cap_host_bandwidth() -> None:

@@ -84,7 +84,7 @@ PRIOR_EFFICIENCY = 0.61
 #: with the others it came to 1.01.
 PRIOR_MEASURED_EFFICIENCY = 1.0
 #: GPU memory over its datasheet peak.
-PRIOR_GPU_EFFICIENCY = 0.81
+PRIOR_GPU_EFFICIENCY = 0.82
 
 Basis = Literal["given", "prior"]
 HostFigure = Literal["peak", "measured", "none"]

@@ -134,11 +134,11 @@ class Constants:
     thread_bandwidth: float = 0.0
     #: per token and layer a GPU computes a part of: kernel launches and their gaps
     #: (seconds); fitted on tests/speed_data (layoutgen.speed.priors), rounded
-    gpu_layer: float = 77e-6
+    gpu_layer: float = 87e-6
     #: per token, layer host RAM computes a part of, and decoding thread: the wake-ups
     #: and barriers of the layer's ops, each thread's arrival an atomic on one cache
     #: line, so linear in threads (seconds); fitted on tests/speed_data (priors), rounded
-    cpu_layer_thread: float = 9.6e-6
+    cpu_layer_thread: float = 6.3e-6
 
 
 DEFAULT = Constants()
