@@ -68,7 +68,9 @@ def test_the_table_and_its_summary() -> None:
     assert s.results == n and s.machines >= 4
     text = heldout.table(HELD)
     assert all(r.record in text for r in found)
-    assert text.count("\nall: ") == 1 and "\nmodelled: " in text  # the trellis row apart
+    # no held-out record is marked cannot_see since the trellis row is priced
+    # (layoutgen.speed.cpu_compute): one summary line
+    assert text.count("\nall: ") == 1 and "\nmodelled: " not in text
     # the figures the docs quote (measured 2026-11-28, priors 0.61 / 1.0 / 0.81 and the
     # per-layer terms: median 14 %): a regression guard, not a target; the model
     # predicts these machines slow

@@ -55,7 +55,7 @@ from layoutgen.models.tensors import Tensor
 from layoutgen.solve.plan import Marginal, Plan, ServicePlan, SpeedPlan, Trade
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import Spec
-from layoutgen.speed import contention, hardware, heat
+from layoutgen.speed import contention, cpu_compute, hardware, heat
 from layoutgen.speed.model import (
     HOST,
     Chunk,
@@ -211,22 +211,26 @@ def workload(
             params,
             True,
             kind,
+            quant,
         )
-        for name, layer, nbytes, params, kind in facts.routed
+        for name, layer, nbytes, params, kind, quant in facts.routed
     ]
-    # a layer's other tensors, summed per device: where it is, less what -ot moved
-    dense = {(layer, home(layer)): [b, p] for layer, (b, p) in facts.dense.items()}
+    # a layer's other tensors, summed per device and priced type: where it is, less what
+    # -ot moved
+    dense = {(layer, home(layer), q): [b, p] for (layer, q), (b, p) in facts.dense.items()}
     for name, buf in sp.moved.items():
         found = facts.dense_tensor.get(name)
         if found is None:
             continue
-        layer, b, p = found
+        layer, b, p, q = found
         was, now = (
-            dense[(layer, home(layer))],
-            dense.setdefault((layer, dev_of.get(buf, HOST)), [0.0, 0.0]),
+            dense[(layer, home(layer), q)],
+            dense.setdefault((layer, dev_of.get(buf, HOST), q), [0.0, 0.0]),
         )
         was[0], was[1], now[0], now[1] = was[0] - b, was[1] - p, now[0] + b, now[1] + p
-    chunks += [Chunk(dev, layer, b, p) for (layer, dev), (b, p) in dense.items() if b > 0]
+    chunks += [
+        Chunk(dev, layer, b, p, quant=q) for (layer, dev, q), (b, p) in dense.items() if b > 0
+    ]
     kv: dict[str, float] = {}
     for buf, part in sp.buffers.items():
         if part.kv and ctx:
@@ -248,14 +252,16 @@ def workload(
 @dataclass(frozen=True)
 class _Facts:
     """A profile's loaded tensors as the speed model reads them, figured once: the
-    routed-expert tensors one by one (name, layer, bytes, parameters, kind); every
-    other tensor summed per layer (the output layer as the last + 1), and each one's
-    (layer, bytes, parameters) for those an ``-ot`` rule moves.  The embeddings are
-    left out (looked up, one row a token)."""
+    routed-expert tensors one by one (name, layer, bytes, parameters, kind, priced
+    type); every other tensor summed per layer and priced type (the output layer as the
+    last + 1), and each one's (layer, bytes, parameters, priced type) for those an
+    ``-ot`` rule moves.  The embeddings are left out (looked up, one row a token).  A
+    tensor's priced type is its cpu_compute key where some published figure has it,
+    else "" (priced at its bytes: norms, F32, types no source times)."""
 
-    routed: tuple[tuple[str, int, float, float, str], ...]
-    dense: Mapping[int, tuple[float, float]]
-    dense_tensor: Mapping[str, tuple[int, float, float]]
+    routed: tuple[tuple[str, int, float, float, str, str], ...]
+    dense: Mapping[tuple[int, str], tuple[float, float]]
+    dense_tensor: Mapping[str, tuple[int, float, float, str]]
     last: int
 
 
@@ -351,20 +357,24 @@ def _facts(tensors: tuple[Tensor, ...]) -> _Facts:
     layers = sorted({t.layer for t in tensors if t.layer is not None})
     last = layers[-1] if layers else -1
     routed = []
-    dense: dict[int, tuple[float, float]] = {}
-    dense_tensor: dict[str, tuple[int, float, float]] = {}
+    dense: dict[tuple[int, str], tuple[float, float]] = {}
+    dense_tensor: dict[str, tuple[int, float, float, str]] = {}
+    priced: dict[str, str] = {}  # a tensor type -> its priced type, figured once a type
     for t in tensors:
         if t.name == "token_embd.weight":
             continue
         found = expert_kind(t.name)
         layer = t.layer if t.layer is not None else last + 1
         nbytes, params = float(t.nbytes), float(math.prod(t.shape))
+        q = priced.get(t.type)
+        if q is None:
+            q = priced[t.type] = cpu_compute.priced(t.type)
         if found is not None:
-            routed.append((t.name, layer, nbytes, params, f"ffn_{found[1]}_exps"))
+            routed.append((t.name, layer, nbytes, params, f"ffn_{found[1]}_exps", q))
             continue
-        b, p = dense.get(layer, (0.0, 0.0))
-        dense[layer] = (b + nbytes, p + params)
-        dense_tensor[t.name] = (layer, nbytes, params)
+        b, p = dense.get((layer, q), (0.0, 0.0))
+        dense[(layer, q)] = (b + nbytes, p + params)
+        dense_tensor[t.name] = (layer, nbytes, params, q)
     facts = _Facts(tuple(routed), dense, dense_tensor, last)
     if len(_FACTS) > 64:
         _FACTS.clear()
@@ -397,7 +407,8 @@ def service_speed(
         w = workload(sp, profile, rt, ctx, measured)
     if host_bandwidth(spec) is None and reads_host(w):
         return None
-    caveats = _caveats(spec, rs, w, profile)
+    m = with_compute(spec, rs, m, w)
+    caveats = _caveats(spec, rs, w, profile, m)
     draft: tuple[Workload, int, float | None] | None = None
     sv = rs.service.speculative if sp.budget is not None else None
     if sv is not None and sv.method == "mtp":
@@ -495,14 +506,46 @@ def _speculated(
     return tps, 1.0 / tps
 
 
+def _rtr(rs: ResolvedService) -> bool:
+    """Whether the service repacks its host weights at load (``-rtr``)."""
+    return bool(re.search(r"(^|\s)(-rtr|--run-time-repack)\b", " ".join(rs.service.args)))
+
+
+def with_compute(spec: Spec, rs: ResolvedService, m: Machine, w: Workload) -> Machine:
+    """M whose host RAM prices its CPU kernels' compute (layoutgen.speed.cpu_compute) for
+    the types W keeps there, under the service's runtime (``-rtr``: the repacked rows),
+    on ``host.cpu.model``'s instruction set and base clock and the decoding threads up to
+    its cores; M itself without a CPU model, or where no type has a figure."""
+    if spec.host.cpu.model is None:
+        return m
+    quants = {c.quant for c in w.chunks if c.device == HOST and c.quant}
+    if not quants:
+        return m
+    kind = spec.runtimes[rs.service.runtime].kind
+    cpu = hardware.cpu(spec.host.cpu.model)
+    host = m.memory(HOST)
+    rtr = _rtr(rs)
+    found = cpu_compute.rates(cpu, host.threads, kind, {cpu_compute.key(q, rtr) for q in quants})
+    # the repacked rows keyed back to the chunks' own types
+    compute = tuple((q.removesuffix("/rtr"), r) for q, r in found)
+    if not compute:
+        return m
+    mems = tuple(replace(x, compute=compute) if x.name == HOST else x for x in m.memories)
+    return replace(m, memories=mems)
+
+
 #: the speed model's blind spots a spec can show: (what, why it matters)
 _TRELLIS = re.compile(r"^iq[0-9]_kt$")
 
 
-def _caveats(spec: Spec, rs: ResolvedService, w: Workload, profile: Profile) -> tuple[str, ...]:
+def _caveats(
+    spec: Spec, rs: ResolvedService, w: Workload, profile: Profile, m: Machine | None = None
+) -> tuple[str, ...]:
     """What changes this service's speed that the model does not see, as the spec shows
-    it: said with the estimate, not folded into it."""
+    it: said with the estimate, not folded into it. M: the machine the speed is figured
+    on (its host's compute rates: a trellis type they price needs no caveat)."""
     out: list[str] = []
+    rated = {q for q, _ in m.memory(HOST).compute} if m is not None else set()
     args = " ".join(rs.service.args)
     host_weights = sum(c.nbytes for c in w.chunks if c.device == HOST)
     if reads_host(w):
@@ -512,10 +555,23 @@ def _caveats(spec: Spec, rs: ResolvedService, w: Workload, profile: Profile) -> 
                 f"weights in host RAM ({host_weights / 2**30:,.0f} GiB) exceed the RAM "
                 f"left ({room / 2**30:,.0f} GiB): pages come from disk, far slower than this"
             )
-        if any(_TRELLIS.match(e.type.lower()) for e in profile.entries):
+        unpriced = sorted(
+            {
+                c.quant
+                for c in w.chunks
+                if c.device == HOST and _TRELLIS.match(c.quant.lower()) and c.quant not in rated
+            }
+            | {
+                e.type.upper()
+                for e in profile.entries
+                if _TRELLIS.match(e.type.lower()) and not cpu_compute.priced(e.type)
+            }
+        )
+        if unpriced:
             out.append(
-                "trellis types (IQ*_KT) are compute-bound on a CPU: host layers of them "
-                "decode slower than this"
+                f"trellis types ({', '.join(unpriced)}) are compute-bound on a CPU and no "
+                "published figure prices them on this CPU and runtime: host layers of "
+                "them decode slower than this"
             )
         if re.search(r"(^|\s)(-rtr|--run-time-repack)\b", args):
             out.append("-rtr repacks host weights at load: its effect on decode is not modelled")

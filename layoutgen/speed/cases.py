@@ -8,13 +8,14 @@ tests/speed_data/README.md documents the format.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
 
-from layoutgen.speed import hardware
+from layoutgen.speed import cpu_compute, hardware
 from layoutgen.speed.model import HOST, Chunk, Machine, Measurement, Memory, Workload
 
 MIB = 1024**2
@@ -161,6 +162,44 @@ def workload(s: Shape, p: dict[str, Any], gpus: int) -> Workload:
     return Workload(tuple(chunks), s.n_expert, s.n_expert_used, tuple(sorted(kv.items())))
 
 
+def quant_of(d: dict[str, Any], r: dict[str, Any]) -> str | None:
+    """Result R's quantization type as cpu_compute keys it (its own ``quant:``, else the
+    record's ``model.quant``; ``-rtr`` in the record's command, or ``rtr: true`` on the
+    result, for repacked), or None where neither gives one."""
+    quant = r.get("quant", (d.get("model") or {}).get("quant"))
+    if not quant:
+        return None
+    rtr = bool(r.get("rtr", re.search(r"(^|\s)-rtr(\s|$)", str(d.get("command", "")))))
+    return cpu_compute.key(str(quant), rtr)
+
+
+def typed(w: Workload, quant: str | None) -> Workload:
+    """W with every chunk of type QUANT (a record states one type for its weights)."""
+    if not quant:
+        return w
+    return replace(w, chunks=tuple(c._replace(quant=quant) for c in w.chunks))
+
+
+def with_compute(
+    m: Machine, d: dict[str, Any], r: dict[str, Any], quant: str | None, threads: int
+) -> Machine:
+    """M whose host RAM prices QUANT's compute (cpu_compute.rates) for result R of record
+    D: its runtime family from ``runtime:``, its build's date from ``build_date:`` (the
+    result's, else the record's; none: the newest kernels)."""
+    hw = d["hardware"]
+    if not quant or hw.get("cpu") is None:
+        return m
+    cpu = hardware.cpu(hw["cpu"])
+    date = r.get("build_date", d.get("build_date"))
+    compute = cpu_compute.rates(
+        cpu, threads, str(d.get("runtime", "")), (quant,), date and str(date)
+    )
+    if not compute:
+        return m
+    mems = tuple(replace(x, compute=compute) if x.name == HOST else x for x in m.memories)
+    return replace(m, memories=mems)
+
+
 @dataclass(frozen=True)
 class Record:
     path: Path
@@ -184,12 +223,19 @@ class Record:
 def load(path: Path) -> Record:
     d = YAML(typ="safe").load(path.read_text(encoding="utf-8"))
     m = machine(d["hardware"])
+    host = [x for x in m.memories if x.name == HOST]
+    m = with_compute(m, d, {}, quant_of(d, {}), host[0].threads if host else 0)
     s = shape(d["model"])
     out = []
     for r in d["results"]:
         place = {**d.get("placement", {}), **r.get("placement", {})}
-        w = workload(s, place, int(place.get("gpus_used", len(m.gpus))))
+        sr = shape({**d["model"], "size_gib": r["size_gib"]}) if "size_gib" in r else s
+        w = workload(sr, place, int(place.get("gpus_used", len(m.gpus))))
         mr = machine(d["hardware"], int(r["threads"])) if "threads" in r else m
+        quant = quant_of(d, r)
+        w = typed(w, quant)
+        host = [x for x in mr.memories if x.name == HOST]
+        mr = with_compute(mr, d, r, quant, host[0].threads if host else 0)
         out.append(
             Measurement(f"{d['id']}: {r['name']}", mr, w, int(r["depth"]), float(r["measured"]))
         )

@@ -35,6 +35,11 @@ class CpuFacts:
     channels: int  # memory channels of the platform
     mts: int  # the platform's rated DDR speed in MT/s
     source: str
+    #: the vector instruction set the runtimes' CPU kernels use on it
+    #: (layoutgen.speed.cpu_compute.ISAS): "avx2", "zen4" (AVX-512 on 256-bit
+    #: datapaths), "zen5" (AVX-512 on full 512-bit datapaths), "avx512" (Intel's
+    #: AVX-512 cores), "neon" (ARM)
+    isa: str = "avx2"
 
     @property
     def memory_bandwidth(self) -> float:
@@ -196,6 +201,7 @@ CPUS: dict[str, CpuFacts] = {
             12,
             6400,
             "AMD EPYC 9175F product page: 16 cores, 4.2 GHz base, 12 channels DDR5-6400 (9005)",
+            isa="zen5",
         ),
         CpuFacts(
             "EPYC 9965",
@@ -205,6 +211,7 @@ CPUS: dict[str, CpuFacts] = {
             12,
             6400,
             "AMD EPYC 9965 product page: 192 cores, 2.25 GHz base, 12 channels DDR5-6400 (9005)",
+            isa="zen5",
         ),
         CpuFacts(
             "EPYC 9654",
@@ -214,6 +221,7 @@ CPUS: dict[str, CpuFacts] = {
             12,
             4800,
             "AMD EPYC 9654 product page: 96 cores, 2.4 GHz base, 12 channels DDR5-4800 (9004)",
+            isa="zen4",
         ),
         CpuFacts(
             "EPYC 9374F",
@@ -223,6 +231,7 @@ CPUS: dict[str, CpuFacts] = {
             12,
             4800,
             "AMD EPYC 9374F product page: 32 cores, 3.85 GHz base, 12 channels DDR5-4800 (9004)",
+            isa="zen4",
         ),
         CpuFacts(
             "Threadripper PRO 5975WX",
@@ -232,6 +241,7 @@ CPUS: dict[str, CpuFacts] = {
             8,
             3200,
             "AMD Threadripper PRO 5975WX product page: 32 cores, 3.6 GHz, 8 channels DDR4-3200",
+            isa="avx2",
         ),
         CpuFacts(
             "Threadripper PRO 7965WX",
@@ -241,6 +251,7 @@ CPUS: dict[str, CpuFacts] = {
             8,
             5200,
             "AMD Threadripper PRO 7965WX product page: 24 cores, 4.2 GHz, 8 channels DDR5-5200",
+            isa="zen4",
         ),
         CpuFacts(
             "Ryzen 9 9950X",
@@ -251,6 +262,7 @@ CPUS: dict[str, CpuFacts] = {
             5600,
             "AMD Ryzen 9 9950X product page: 16 cores, 4.3 GHz base, 2 channels DDR5-5600 "
             "(Zen 5 desktop: full 512-bit AVX-512 datapaths)",
+            isa="zen5",
         ),
         CpuFacts(
             "Ryzen 9 7950X",
@@ -260,6 +272,7 @@ CPUS: dict[str, CpuFacts] = {
             2,
             5200,
             "AMD Ryzen 9 7950X product page: 16 cores, 4.5 GHz, 2 channels, DDR5-5200 (2x1R)",
+            isa="zen4",
         ),
         CpuFacts(
             "Xeon 6980P",
@@ -270,6 +283,7 @@ CPUS: dict[str, CpuFacts] = {
             6400,
             "Intel Xeon 6980P (Granite Rapids) ark: 128 cores, 2.0 GHz, 12 channels DDR5-6400 "
             "(MRDIMM-8800 also supported)",
+            isa="avx512",
         ),
         CpuFacts(
             "Core i5-1235U",
@@ -280,6 +294,7 @@ CPUS: dict[str, CpuFacts] = {
             3200,
             "Intel Core i5-1235U ark: 2 P-cores (1.3 GHz base) + 8 E-cores, 12 threads, AVX2 "
             "(2 x FMA); with DDR4-3200 two channels (the Beelink EQI12 of seed 004)",
+            isa="avx2",
         ),
         CpuFacts(
             "Core i5-4278U",
@@ -290,6 +305,7 @@ CPUS: dict[str, CpuFacts] = {
             1600,
             "Intel Core i5-4278U ark: 2 cores (Haswell, AVX2 2 x FMA), 2.6 GHz, 2 channels "
             "DDR3L-1600",
+            isa="avx2",
         ),
         CpuFacts(
             "Core i9-13900K",
@@ -300,6 +316,7 @@ CPUS: dict[str, CpuFacts] = {
             5600,
             "Intel Core i9-13900K ark: 8 P-cores (3.0 GHz base) + 16 E-cores, 32 threads, 2 "
             "channels DDR5-5600 (AVX2: 2 FMA x 8 lanes x 2)",
+            isa="avx2",
         ),
         CpuFacts(
             "Core i9-10900X",
@@ -309,6 +326,7 @@ CPUS: dict[str, CpuFacts] = {
             4,
             2933,
             "Intel Core i9-10900X ark: 10 cores, 3.7 GHz, 4 channels DDR4-2933",
+            isa="avx512",
         ),
     )
 }

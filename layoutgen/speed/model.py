@@ -4,8 +4,14 @@ Decode (one token, batch 1) is a sum over the memories the token passes through,
 layer order; the devices do not overlap (llama.cpp and ik_llama.cpp run a token's graph
 splits one after another):
 
-    t = sum_d [ max(bytes_d / bw_eff_d, flops_d / peak_flops_d) + layers_d x c_d ]
+    t = sum_d [ max(read_d, flops_d / peak_flops_d) + layers_d x c_d ]
         + hops * hop_latency + token_overhead
+
+read_d   = bytes_d / bw_eff_d; on host RAM joined with its kernels' compute time,
+           (read^2 + compute^2)^(1/2), compute = sum over quant types of the weights a
+           token multiplies / the rate its threads multiply them at
+           (``Memory.compute``, from layoutgen.speed.cpu_compute; none for a type
+           without a published figure)
 
 bytes_d  = dense (non-routed) weights on d, read fully
          + sum over routed-expert tensors on d: bytes * n_expert_used / n_expert * heat[layer]
@@ -57,6 +63,10 @@ class Memory:
     pcie: float = 0.0  # GPUs: host link bytes/s
     #: host RAM: the threads decoding (0: not known, no per-thread limit)
     threads: int = 0
+    #: host RAM: (quant type, weights/s its threads multiply) for the types with a
+    #: published CPU kernel throughput (layoutgen.speed.cpu_compute.rates); a chunk
+    #: of another type is priced at its bytes alone
+    compute: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -97,6 +107,8 @@ class Chunk(NamedTuple):
     params: float
     routed: bool = False
     name: str = ""
+    #: its quantization type, as ``Memory.compute`` names it ("" not known)
+    quant: str = ""
 
 
 @dataclass(frozen=True)
@@ -190,6 +202,8 @@ class _Prepared:
     #: (a GPU) or a graph split's start and join of the threads (host RAM's), whether
     #: the layer is whole there or only its routed experts
     layers: Mapping[str, float] = field(default_factory=dict)
+    #: device -> quant type -> weights a token multiplies there (chunks with a type)
+    weights: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
 
 _PREPARED: dict[int, tuple[Workload, _Prepared]] = {}
@@ -216,10 +230,11 @@ def _prepared(w: Workload) -> _Prepared:
     on: dict[tuple[int, bool], set[str]] = {}
     share, heat = w.n_expert_used / w.n_expert, w.heat.of
     factor: dict[int, float] = {}  # a routed layer's share x heat, figured once
+    typed: dict[str, dict[str, float]] = {}
     # token_bytes, inlined: this loop is the workload's one pass (hundreds of chunks a
     # service, each solve: the fields unpacked once, a layer's heat looked up once)
     for c in w.chunks:
-        dev, layer, nb, params, routed, _ = c
+        dev, layer, nb, params, routed, _, quant = c
         if routed:
             f = factor.get(layer)
             if f is None:
@@ -228,6 +243,9 @@ def _prepared(w: Workload) -> _Prepared:
             f = 1.0
         nbytes[dev] = nbytes.get(dev, 0.0) + nb * f
         flops[dev] = flops.get(dev, 0.0) + 2.0 * params * f
+        if quant:
+            per = typed.setdefault(dev, {})
+            per[quant] = per.get(quant, 0.0) + params * f
         key = (layer, routed)
         group = grouped.get(key)
         if group is None:
@@ -246,7 +264,7 @@ def _prepared(w: Workload) -> _Prepared:
             per_device.setdefault(d, set()).add(layer)
     layers = {} if w.graphed else {d: float(len(v)) for d, v in per_device.items()}
     prepared = _Prepared(
-        nbytes, flops, {k: i for i, k in enumerate(keys)}, groups, devices, n, layers
+        nbytes, flops, {k: i for i, k in enumerate(keys)}, groups, devices, n, layers, typed
     )
     if len(_PREPARED) > 256:
         _PREPARED.clear()
@@ -267,14 +285,21 @@ def decode(
     pre = _prepared(w)
     nbytes, flops, n = dict(pre.nbytes), dict(pre.flops), pre.hops
     layers: Mapping[str, float] = pre.layers
+    typed: Mapping[str, Mapping[str, float]] = pre.weights
     if moved:
         ids = {id(c) for c in moved}
+        retyped = {d: dict(q) for d, q in pre.weights.items()}
+        typed = retyped
         for c in moved:
             b, p = token_bytes(w, c)
             nbytes[c.device] -= b
             flops[c.device] -= 2.0 * p
             nbytes[to] = nbytes.get(to, 0.0) + b
             flops[to] = flops.get(to, 0.0) + 2.0 * p
+            if c.quant:
+                src, dst = retyped[c.device], retyped.setdefault(to, {})
+                src[c.quant] -= p
+                dst[c.quant] = dst.get(c.quant, 0.0) + p
         touched = {pre.index[(c.layer, c.routed)] for c in moved}
         devices = list(pre.devices)
         for i in touched:
@@ -293,9 +318,10 @@ def decode(
     for dev, b in nbytes.items():
         mem = m.memory(dev)
         f = max(flops.get(dev, 0.0), 0.0)  # moved away to the last chunk: rounding only
-        seconds[dev] = max(
-            max(b, 0.0) / effective_bandwidth(m, mem, k), f / mem.flops
-        ) + layer_overhead(mem, layers.get(dev, 0.0), k)
+        reading = max(b, 0.0) / effective_bandwidth(m, mem, k)
+        if mem.compute and dev in typed:
+            reading = roofline(reading, compute_seconds(mem, typed[dev]))
+        seconds[dev] = max(reading, f / mem.flops) + layer_overhead(mem, layers.get(dev, 0.0), k)
     return Breakdown(seconds, nbytes, n, n * k.hop_latency, k.token_overhead)
 
 
@@ -306,6 +332,37 @@ def effective_bandwidth(m: Machine, mem: Memory, k: Constants = DEFAULT) -> floa
     if mem.name == HOST and mem.threads and k.thread_bandwidth:
         return min(bw, mem.threads * k.thread_bandwidth)
     return bw
+
+
+#: the exponent that joins a host's reading time and its kernels' compute time,
+#: t = (t_bytes^P + t_compute^P)^(1/P): the two overlap (prefetch runs while the cores
+#: unpack the previous block), but not perfectly near the knee, where a plain max
+#: reads too fast; chosen on the thread sweeps of tests/speed_data (ik_llama.cpp PRs
+#: 13, 212, 541; layoutgen.speed.cpu_compute's docstring has the comparison)
+ROOFLINE_P = 2.0
+
+
+def roofline(reading: float, computing: float, p: float = ROOFLINE_P) -> float:
+    """Seconds a token spends on a host whose threads read for READING seconds and
+    compute for COMPUTING seconds (:data:`ROOFLINE_P`)."""
+    if computing <= 0.0:
+        return reading
+    if reading <= 0.0:
+        return computing
+    return float((reading**p + computing**p) ** (1.0 / p))
+
+
+def compute_seconds(mem: Memory, weights: Mapping[str, float]) -> float:
+    """Seconds MEM's threads spend multiplying WEIGHTS (quant type -> weights a token)
+    at ``mem.compute``'s rates; a type without a rate costs nothing here (its bytes
+    price it)."""
+    rates = dict(mem.compute)
+    total = 0.0
+    for quant, n in weights.items():
+        rate = rates.get(quant)
+        if rate and n > 0.0:
+            total += n / rate
+    return total
 
 
 def layer_overhead(mem: Memory, layers: float, k: Constants = DEFAULT) -> float:
