@@ -78,6 +78,8 @@ def test_pull_units(spec: Path) -> None:
     timer = p.files["systemd/layoutgen-pull.timer"]
     service = p.files["systemd/layoutgen-pull.service"]
     assert "OnUnitInactiveSec=30s\n" in timer
+    # not OnBootSec=: started after boot (by apply), that one elapses at once
+    assert "\nOnActiveSec=1min\n" in timer and "\nOnBootSec=" not in timer
     assert "WantedBy=timers.target\n" in timer
     assert "Type=oneshot\n" in service
     assert " apply --pull\n" in service

@@ -1,6 +1,7 @@
 """Git-ops pull (opt-in, ``host.gitops``): a ``layoutgen-pull.service`` and ``.timer``.
 
-The timer (``OnUnitInactiveSec`` = the interval) starts the service, which runs
+The timer (``OnActiveSec=1min`` after it starts, at boot or when apply enables
+it, then ``OnUnitInactiveSec`` = the interval) starts the service, which runs
 ``layoutgen apply --pull``: fetch the branch the running generation's
 ``host.gitops`` names into the state directory's checkout, refuse a commit that
 is not a fast-forward of the deployed one (a force-push, or a branch moved back,

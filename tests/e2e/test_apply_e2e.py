@@ -325,8 +325,12 @@ def test_gitops_pull_applies_fast_forwards_only(host: machine.Machine) -> None:
     assert "layoutgen-pull.timer enabled" in done.stderr
     assert host.ok("systemctl is-active layoutgen-pull.timer").strip() == "active"
     assert "apply --pull" in show(host, "layoutgen-pull.service", "ExecStart")
+    # enabling the timer pulls nothing yet (its first pull is a minute on): a run
+    # started now would be joined by the "systemctl start" below, not run after the push
+    assert show(host, "layoutgen-pull.service", "ExecMainStartTimestampMonotonic") == "0"
+    assert show(host, "layoutgen-pull.timer", "LastTriggerUSecMonotonic") == "0"
 
-    # a pushed fast-forward: the pull service applies it (started by hand, not in 1 h)
+    # a pushed fast-forward: the pull service applies it (started by hand, not in 1 min)
     host.ok(
         "cd /srv/work && sed -i 's/ctx: 4096/ctx: 8192/' layouts/g.yaml && "
         "git commit -qam v2 && git push -q origin main"
@@ -350,6 +354,11 @@ def test_gitops_pull_applies_fast_forwards_only(host: machine.Machine) -> None:
     assert "which is not a fast-forward of the deployed" in log
     assert " -c 8192 " in show(host, "g1.service", "ExecStart")
     assert health(host, 8301) == 200
+    # each start above was a run of its own, none of them the timer's
+    assert log.count(f"main moved to {v2[:12]}: applying layouts/g.yaml") == 1
+    assert show(host, "layoutgen-pull.timer", "LastTriggerUSecMonotonic") == "0"
+    # the timer's first pull (a minute after apply) would race the next tests' applies
+    host.ok("systemctl stop layoutgen-pull.timer")
 
 
 def test_rootless_units_run_under_the_users_manager(host: machine.Machine) -> None:
