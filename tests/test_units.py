@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -9,11 +14,12 @@ import pytest
 from layoutgen.errors import InvalidInput
 from layoutgen.inputs.source import parse
 from layoutgen.render.artifacts import render
-from layoutgen.render.units import QUADLET_SINCE
+from layoutgen.render.units import HEALTH_WAIT, QUADLET_SINCE, health_wait
 from layoutgen.render.validate import validate_document, validate_file
 
 import specs
 from conftest import ROOT, run_cli
+from realtools import shellcheck, systemd_argv
 
 FINAL = ROOT / "layouts" / "familiar-final.yaml"
 
@@ -40,12 +46,76 @@ def test_podman_4_9_waits_with_a_readiness_probe_instead() -> None:
     unit = _with_podman("4.9")["compute/quadlet/grandpa.container"]
     assert "Notify=healthy" not in unit
     (probe,) = [line for line in unit.splitlines() if line.startswith("ExecStartPost=")]
-    # curl alone waits (no shell reads any value): retrying refused connections
-    # and the 503 a loading llama-server answers, failing on anything else.
-    argv = probe.removeprefix("ExecStartPost=").split()
-    assert argv[:2] == ["/usr/bin/curl", "-fsS"]
-    assert "--retry-connrefused" in argv
-    assert argv[-1] == "http://127.0.0.1:8000/health"
+    # what systemd runs: the fixed sh program verbatim ($$ is one $, read by sh from
+    # the environment, not expanded by systemd), the URL as its positional parameter
+    argv = systemd_argv(probe.removeprefix("ExecStartPost="), env={"MAINPID": "1"})
+    assert argv == ["/bin/sh", "-c", HEALTH_WAIT, "health-wait", "http://127.0.0.1:8000/health"]
+
+
+def test_the_health_wait_passes_shellcheck(tmp_path: Path) -> None:
+    script = tmp_path / "health-wait.sh"
+    script.write_text(f"#!/bin/sh\n{HEALTH_WAIT}\n")
+    rc, out = shellcheck([script])
+    assert rc == 0, out
+
+
+class _Health(BaseHTTPRequestHandler):
+    status = 200
+
+    def do_GET(self) -> None:
+        self.send_response(self.status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture()
+def health_url() -> Iterator[tuple[str, type[_Health]]]:
+    handler = type("Handler", (_Health,), {})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/health", handler
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _wait(url: str, mainpid: int) -> subprocess.CompletedProcess[str]:
+    argv = [*health_wait(0)[:-1], url]
+    env = {"PATH": os.environ["PATH"], "MAINPID": str(mainpid)}
+    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_the_health_wait_ends_when_health_answers_200(
+    health_url: tuple[str, type[_Health]],
+) -> None:
+    url, _ = health_url
+    assert _wait(url, os.getpid()).returncode == 0
+
+
+def test_the_health_wait_fails_once_the_main_process_has_exited(
+    health_url: tuple[str, type[_Health]],
+) -> None:
+    # a server that answers 503 while it loads and dies before it answers 200:
+    # the wait ends with it instead of polling on until TimeoutStartSec=
+    url, handler = health_url
+    handler.status = 503
+    server = subprocess.Popen(["sleep", "3"])
+    reaper = threading.Thread(target=server.wait)  # as systemd reaps its main process
+    reaper.start()
+    try:
+        done = _wait(url, server.pid)
+    finally:
+        reaper.join()
+    assert done.returncode == 1
+    assert "curl: (22) The requested URL returned error: 503" in done.stderr
+    assert (
+        f"health wait: the main process {server.pid} exited before {url} answered 200"
+        in done.stderr
+    )
 
 
 def test_podman_4_4_gets_newer_keys_through_podman_args() -> None:

@@ -79,7 +79,7 @@ def test_plain_systemd_units_verify_and_run_the_planned_argv(tmp_path: Path) -> 
     argv = systemd_argv(line.removeprefix("ExecStart="))
     assert argv[:2] == ["/usr/bin/podman", "run"]
     assert argv[argv.index(IMAGE) + 1 :] == list(v.plan.service("chat").argv[2:])
-    assert "ExecStartPost=/usr/bin/curl" in text  # readiness wait in plain units
+    assert "ExecStartPost=/bin/sh -c " in text and "/usr/bin/curl" in text  # readiness wait
 
 
 def test_vllm_flags_and_no_secret_in_argv(tmp_path: Path) -> None:

@@ -506,18 +506,27 @@ def _wait(port: int) -> list[tuple[str, str]]:
     return [("ExecStartPost", quoting.systemd_line(health_wait(port)))]
 
 
-def health_wait(port: int) -> list[str]:
-    """Wait until ``/health`` answers 200, with curl alone: no shell reads any value.
+#: The health wait: a fixed sh program; the URL reaches it as a positional
+#: parameter, never as code.  It polls /health while the unit's main process lives
+#: (``kill -0 $MAINPID``; systemd sets MAINPID for ExecStartPost=), so a server that
+#: dies while loading fails the start at once: systemd itself waits for
+#: ExecStartPost= even after the main process exited, until TimeoutStartSec=.
+#: kill(2) with signal 0 asks only that the uids match, so it sees the server
+#: where /proc/$MAINPID does not (ProtectProc=invisible with PrivateUsers=); the
+#: wait runs in the server's own sandbox, nothing lifted (no "+" or "!" prefix).
+#: Without a MAINPID (not known to systemd) it polls until TimeoutStartSec=.
+HEALTH_WAIT = (
+    'while [ -z "${MAINPID:-}" ] || kill -0 "$MAINPID" 2>/dev/null; do '
+    '/usr/bin/curl -fsS -o /dev/null --max-time 5 "$1" && exit 0; sleep 2; done; '
+    'echo "health wait: the main process $MAINPID exited before $1 answered 200" >&2; exit 1'
+)
 
-    curl retries refused connections (``--retry-connrefused``) and the 503 a
-    llama-server answers while it loads (a transient HTTP error for
-    ``--retry``); ``TimeoutStartSec`` bounds the whole wait.
-    """
-    return [
-        "/usr/bin/curl", "-fsS", "-o", "/dev/null",
-        "--retry", "100000", "--retry-delay", "2", "--retry-connrefused",
-        f"http://127.0.0.1:{port}/health",
-    ]  # fmt: skip
+
+def health_wait(port: int) -> list[str]:
+    """Wait until ``/health`` answers 200 (refused connections and the 503 a
+    llama-server answers while it loads are retried; ``TimeoutStartSec`` bounds the
+    whole wait), failing as soon as the server's main process has exited."""
+    return ["/bin/sh", "-c", HEALTH_WAIT, "health-wait", f"http://127.0.0.1:{port}/health"]
 
 
 #: The TCP readiness wait for ggml-rpc-server (no HTTP to ask): a fixed bash

@@ -2,7 +2,10 @@
 """A llama-server stand-in for the end-to-end suite: answers /health, holds fake VRAM.
 
 It reads its behaviour from the "model file" (-m PATH), a JSON object:
-  {"vram_mib": 16000, "gpu": 0, "health": "ok" | "never", "delay": 1.5, "release_s": 3}
+  {"vram_mib": 16000, "gpu": 0, "health": "ok" | "never", "delay": 1.5, "release_s": 3,
+   "exit_s": 2}
+("exit_s": it answers 503 that long, then exits 1 as a server that fails while
+loading does.)
 At start it reads the fake GPU's state (/run/fakegpu/nvml.json, written by
 fakegpu.py) and exits 1 with llama.cpp's out-of-memory line when the GPU has
 less free memory than it claims (what a real server does when another still
@@ -61,7 +64,7 @@ def main():
     except (OSError, ValueError, IndexError, KeyError) as exc:
         print(f"fakeserver: no fake GPU state: {exc}", file=sys.stderr)
     ready_at = time.monotonic() + float(model.get("delay", 0))
-    healthy = model.get("health", "ok") == "ok"
+    healthy = model.get("health", "ok") == "ok" and "exit_s" not in model
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
@@ -81,6 +84,14 @@ def main():
     def stop(*_):
         event("stop")
         threading.Thread(target=server.shutdown).start()
+
+    def crash():
+        print("fakeserver: CUDA error: an illegal memory access (while loading)", flush=True)
+        event("crash")
+        os._exit(1)
+
+    if "exit_s" in model:
+        threading.Timer(float(model["exit_s"]), crash).start()
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)

@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -180,6 +181,42 @@ def test_generation_over_its_vram_budget_is_rolled_back(host: machine.Machine) -
     assert "generation 1 is running again" in done.stderr
     assert "/srv/models/two.gguf" in show(host, "two.service", "ExecStart")
     assert health(host, 8102) == 200
+
+
+def test_a_server_that_dies_while_loading_fails_its_start_at_once(host: machine.Machine) -> None:
+    # it answers 503 for 2 s, then exits 1: systemd waits for ExecStartPost= even once
+    # the main process is gone, so the health wait itself must stop polling
+    host.model("dies", vram_mib=1000, exit_s=2)
+    path = spec(host, "dies", {"dies": "ctx: 4096, port: 8105"})
+
+    done = apply(host, path)
+
+    assert done.returncode == 1, done.stderr
+    assert "error: dies: " in done.stderr
+    assert "generation 1 is running again" in done.stderr
+    assert health(host, 8101) == 200 and health(host, 8102) == 200
+    # the same unit started by systemd alone (at boot, or by systemctl start): it
+    # fails in seconds, not after its TimeoutStartSec=
+    gen = next(x for x in done.stderr.splitlines() if x.startswith("generation ") and ": /" in x)
+    unit = f"{gen.split(': ', 1)[1]}/files/systemd/dies.service"
+    assert int(host.ok(f"sed -n 's/^TimeoutStartSec=\\(.*\\)s$/\\1/p' {unit}")) >= 120
+    host.ok(f"cp {unit} /etc/systemd/system/dies.service && systemctl daemon-reload")
+    try:
+        t0 = time.monotonic()
+        started = host.sh("systemctl start dies.service", timeout=90)
+        seconds = time.monotonic() - t0
+        assert started.returncode != 0
+        assert seconds < 20, started.stderr
+        log = host.ok("journalctl -o cat -u dies.service")
+        assert "fakeserver: CUDA error: an illegal memory access (while loading)" in log
+        assert "health wait: the main process " in log
+        assert "exited before http://127.0.0.1:8105/health answered 200" in log
+        assert show(host, "dies.service", "Result") == "exit-code"
+    finally:
+        host.ok(
+            "systemctl stop dies.service; systemctl reset-failed dies.service; "
+            "rm /etc/systemd/system/dies.service; systemctl daemon-reload"
+        )
 
 
 def _alternatives(m: machine.Machine, name: str, chosen: str, target: str = "systemd") -> str:
