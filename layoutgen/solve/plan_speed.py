@@ -215,21 +215,28 @@ def workload(
         )
         for name, layer, nbytes, params, kind, quant in facts.routed
     ]
-    # a layer's other tensors, summed per device and priced type: where it is, less what
-    # -ot moved
-    dense = {(layer, home(layer), q): [b, p] for (layer, q), (b, p) in facts.dense.items()}
+    # a layer's other tensors, summed per device: where it is, less what -ot moved; each
+    # priced at the type that holds most of their weights (as the figures price a file's
+    # mix of types by its main one)
+    main = facts.main_type
+    dense: dict[tuple[int, str], list[float]] = {
+        (layer, home(layer)): [b, p] for layer, (b, p) in facts.dense.items()
+    }
+    kinds: dict[tuple[int, str], str] = {}
     for name, buf in sp.moved.items():
         found = facts.dense_tensor.get(name)
         if found is None:
             continue
         layer, b, p, q = found
-        was, now = (
-            dense[(layer, home(layer), q)],
-            dense.setdefault((layer, dev_of.get(buf, HOST), q), [0.0, 0.0]),
-        )
+        key = (layer, dev_of.get(buf, HOST))
+        if key not in dense:
+            kinds[key] = q
+        was, now = dense[(layer, home(layer))], dense.setdefault(key, [0.0, 0.0])
         was[0], was[1], now[0], now[1] = was[0] - b, was[1] - p, now[0] + b, now[1] + p
     chunks += [
-        Chunk(dev, layer, b, p, quant=q) for (layer, dev, q), (b, p) in dense.items() if b > 0
+        Chunk(dev, layer, b, p, False, "", kinds.get((layer, dev)) or main.get(layer, ""))
+        for (layer, dev), (b, p) in dense.items()
+        if b > 0
     ]
     kv: dict[str, float] = {}
     for buf, part in sp.buffers.items():
@@ -253,16 +260,18 @@ def workload(
 class _Facts:
     """A profile's loaded tensors as the speed model reads them, figured once: the
     routed-expert tensors one by one (name, layer, bytes, parameters, kind, priced
-    type); every other tensor summed per layer and priced type (the output layer as the
-    last + 1), and each one's (layer, bytes, parameters, priced type) for those an
-    ``-ot`` rule moves.  The embeddings are left out (looked up, one row a token).  A
-    tensor's priced type is its cpu_compute key where some published figure has it,
-    else "" (priced at its bytes: norms, F32, types no source times)."""
+    type); every other tensor summed per layer (the output layer as the last + 1), with
+    the priced type of the most of its weights (``main_type``), and each one's (layer,
+    bytes, parameters, priced type) for those an ``-ot`` rule moves.  The embeddings
+    are left out (looked up, one row a token).  A tensor's priced type is its
+    cpu_compute key where some published figure has it, else "" (priced at its bytes:
+    norms, F32, types no source times)."""
 
     routed: tuple[tuple[str, int, float, float, str, str], ...]
-    dense: Mapping[tuple[int, str], tuple[float, float]]
+    dense: Mapping[int, tuple[float, float]]
     dense_tensor: Mapping[str, tuple[int, float, float, str]]
     last: int
+    main_type: Mapping[int, str]
 
 
 #: a Hugging Face checkpoint's routed-expert tensors (Mixtral/Qwen-MoE/DeepSeek names)
@@ -357,8 +366,9 @@ def _facts(tensors: tuple[Tensor, ...]) -> _Facts:
     layers = sorted({t.layer for t in tensors if t.layer is not None})
     last = layers[-1] if layers else -1
     routed = []
-    dense: dict[tuple[int, str], tuple[float, float]] = {}
+    dense: dict[int, tuple[float, float]] = {}
     dense_tensor: dict[str, tuple[int, float, float, str]] = {}
+    by_type: dict[int, dict[str, float]] = {}  # a layer's weights per priced type
     priced: dict[str, str] = {}  # a tensor type -> its priced type, figured once a type
     for t in tensors:
         if t.name == "token_embd.weight":
@@ -372,10 +382,13 @@ def _facts(tensors: tuple[Tensor, ...]) -> _Facts:
         if found is not None:
             routed.append((t.name, layer, nbytes, params, f"ffn_{found[1]}_exps", q))
             continue
-        b, p = dense.get((layer, q), (0.0, 0.0))
-        dense[(layer, q)] = (b + nbytes, p + params)
+        b, p = dense.get(layer, (0.0, 0.0))
+        dense[layer] = (b + nbytes, p + params)
         dense_tensor[t.name] = (layer, nbytes, params, q)
-    facts = _Facts(tuple(routed), dense, dense_tensor, last)
+        per = by_type.setdefault(layer, {})
+        per[q] = per.get(q, 0.0) + params
+    main = {layer: max(per, key=lambda q: (per[q], q)) for layer, per in by_type.items()}
+    facts = _Facts(tuple(routed), dense, dense_tensor, last, main)
     if len(_FACTS) > 64:
         _FACTS.clear()
     _FACTS[id(tensors)] = (tensors, facts)  # held: the id stays this tuple's

@@ -230,7 +230,7 @@ def _prepared(w: Workload) -> _Prepared:
     on: dict[tuple[int, bool], set[str]] = {}
     share, heat = w.n_expert_used / w.n_expert, w.heat.of
     factor: dict[int, float] = {}  # a routed layer's share x heat, figured once
-    typed: dict[str, dict[str, float]] = {}
+    by_type: dict[tuple[str, str], float] = {}  # (device, quant) -> weights a token
     # token_bytes, inlined: this loop is the workload's one pass (hundreds of chunks a
     # service, each solve: the fields unpacked once, a layer's heat looked up once)
     for c in w.chunks:
@@ -242,10 +242,8 @@ def _prepared(w: Workload) -> _Prepared:
         else:
             f = 1.0
         nbytes[dev] = nbytes.get(dev, 0.0) + nb * f
-        flops[dev] = flops.get(dev, 0.0) + 2.0 * params * f
-        if quant:
-            per = typed.setdefault(dev, {})
-            per[quant] = per.get(quant, 0.0) + params * f
+        typed_key = (dev, quant)
+        by_type[typed_key] = by_type.get(typed_key, 0.0) + params * f
         key = (layer, routed)
         group = grouped.get(key)
         if group is None:
@@ -254,6 +252,11 @@ def _prepared(w: Workload) -> _Prepared:
         else:
             group.append(c)
             on[key].add(dev)
+    typed: dict[str, dict[str, float]] = {}
+    for (dev, quant), n in by_type.items():
+        flops[dev] = flops.get(dev, 0.0) + 2.0 * n
+        if quant:
+            typed.setdefault(dev, {})[quant] = n
     keys = sorted(grouped)
     groups = tuple(tuple(grouped[k]) for k in keys)
     devices = tuple(tuple(sorted(on[k])) for k in keys)
