@@ -200,6 +200,9 @@ def test_a_server_that_dies_while_loading_fails_its_start_at_once(host: machine.
     gen = next(x for x in done.stderr.splitlines() if x.startswith("generation ") and ": /" in x)
     unit = f"{gen.split(': ', 1)[1]}/files/systemd/dies.service"
     assert int(host.ok(f"sed -n 's/^TimeoutStartSec=\\(.*\\)s$/\\1/p' {unit}")) >= 120
+    # the sandbox that hides the server's /proc entry from the wait
+    text = host.ok(f"cat {unit}")
+    assert all(k in text for k in ("\nDynamicUser=yes", "\nPrivateUsers=yes", "=invisible\n"))
     host.ok(f"cp {unit} /etc/systemd/system/dies.service && systemctl daemon-reload")
     try:
         t0 = time.monotonic()
@@ -207,6 +210,7 @@ def test_a_server_that_dies_while_loading_fails_its_start_at_once(host: machine.
         seconds = time.monotonic() - t0
         assert started.returncode != 0
         assert seconds < 20, started.stderr
+        print(f"systemctl start of a server that died while loading failed in {seconds:.1f} s")
         log = host.ok("journalctl -o cat -u dies.service")
         assert "fakeserver: CUDA error: an illegal memory access (while loading)" in log
         assert "health wait: the main process " in log
