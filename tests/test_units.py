@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ import pytest
 from layoutgen.errors import InvalidInput
 from layoutgen.inputs.source import parse
 from layoutgen.render.artifacts import render
-from layoutgen.render.units import HEALTH_WAIT, QUADLET_SINCE, health_wait
+from layoutgen.render.units import HEALTH_WAIT, QUADLET_SINCE, TCP_WAIT, health_wait, tcp_wait
 from layoutgen.render.validate import validate_document, validate_file
 
 import specs
@@ -52,11 +53,30 @@ def test_podman_4_9_waits_with_a_readiness_probe_instead() -> None:
     assert argv == ["/bin/sh", "-c", HEALTH_WAIT, "health-wait", "http://127.0.0.1:8000/health"]
 
 
-def test_the_health_wait_passes_shellcheck(tmp_path: Path) -> None:
-    script = tmp_path / "health-wait.sh"
-    script.write_text(f"#!/bin/sh\n{HEALTH_WAIT}\n")
-    rc, out = shellcheck([script])
+def test_the_waits_pass_shellcheck(tmp_path: Path) -> None:
+    (tmp_path / "health-wait.sh").write_text(f"#!/bin/sh\n{HEALTH_WAIT}\n")
+    (tmp_path / "tcp-wait.sh").write_text(f"#!/bin/bash\n{TCP_WAIT}\n")
+    rc, out = shellcheck(sorted(tmp_path.glob("*.sh")))
     assert rc == 0, out
+
+
+def test_the_tcp_wait_ends_once_the_port_accepts_or_the_main_process_is_gone() -> None:
+    env = {"PATH": os.environ["PATH"], "MAINPID": str(os.getpid())}
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        port = str(listening.getsockname()[1])
+        argv = tcp_wait("127.0.0.1", port)
+        assert subprocess.run(argv, env=env, timeout=60).returncode == 0
+    # the port now refuses; the "server" exits while the wait polls
+    server = subprocess.Popen(["sleep", "2"])
+    reaper = threading.Thread(target=server.wait)
+    reaper.start()
+    env["MAINPID"] = str(server.pid)
+    try:
+        done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    finally:
+        reaper.join()
+    assert done.returncode == 1
+    assert f"tcp wait: the main process {server.pid} exited before 127.0.0.1:{port}" in done.stderr
 
 
 class _Health(BaseHTTPRequestHandler):

@@ -531,7 +531,12 @@ def health_wait(port: int) -> list[str]:
 
 #: The TCP readiness wait for ggml-rpc-server (no HTTP to ask): a fixed bash
 #: program; the address and port reach it as positional parameters, never as code.
-TCP_WAIT = 'until (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; do sleep 1; done'
+#: Like HEALTH_WAIT, it gives up once the main process has exited.
+TCP_WAIT = (
+    'while [ -z "${MAINPID:-}" ] || kill -0 "$MAINPID" 2>/dev/null; do '
+    '(exec 3<>"/dev/tcp/$1/$2") 2>/dev/null && exit 0; sleep 1; done; '
+    'echo "tcp wait: the main process $MAINPID exited before $1:$2 accepted" >&2; exit 1'
+)
 
 
 def tcp_wait(address: str, port: str) -> list[str]:
