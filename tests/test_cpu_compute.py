@@ -4,7 +4,6 @@ token-generation figures; joined with host RAM's reading time in model.decode.""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
@@ -31,9 +30,9 @@ def test_a_row_by_hand_pr541_iq3kt_before_the_pr() -> None:
     nbytes = 3.58 * GIB * weights / 8.03e9
     t = 1 / 2.87
     reading = nbytes / 60e9
-    computing = math.sqrt(t**2 - reading**2)  # P = 2: t^2 = reading^2 + computing^2
+    computing = (t**2.5 - reading**2.5) ** (1 / 2.5)  # P = 2.5: t^P = reading^P + computing^P
     assert f.weights_per_cycle() == pytest.approx(weights / (computing * 2 * 4.5e9), rel=1e-9)
-    assert f.weights_per_cycle() == pytest.approx(2.43, abs=0.01)
+    assert f.weights_per_cycle() == pytest.approx(2.40, abs=0.01)
     # the PR's kernels from 2025-06-19 on, and for a build of no stated date
     after = cpu_compute.figure(cpu_compute.IK, "IQ3_KT", "zen4")
     assert after is not None and after.tps == 3.92
@@ -47,15 +46,17 @@ def test_rate_counts_cores_not_threads_and_isa_falls_back_to_zen4() -> None:
     wpc = f.weights_per_cycle()
     assert wpc is not None
     r = cpu_compute.rate(tr, 24, cpu_compute.IK, "IQ3_KT", "2025-06-18")
-    assert r == pytest.approx(24 * 4.2e9 * wpc)
+    assert r is not None and r == pytest.approx(24 * 4.2e9 * wpc)
     # SMT siblings add no compute: 48 threads on 24 cores multiply as fast as 24
     assert cpu_compute.rate(tr, 48, cpu_compute.IK, "IQ3_KT", "2025-06-18") == r
     assert cpu_compute.rate(tr, 12, cpu_compute.IK, "IQ3_KT", "2025-06-18") == pytest.approx(r / 2)
     # Zen 5 takes Zen 4's kernels; AVX2 has no trellis figure: bytes only
     zen5 = hardware.cpu("Ryzen 9 9950X")
     assert zen5.isa == "zen5"
+    newest = cpu_compute.figure(cpu_compute.IK, "IQ3_KT", "zen4")
+    assert newest is not None and newest.weights_per_cycle() is not None
     assert cpu_compute.rate(zen5, 16, cpu_compute.IK, "IQ3_KT") == pytest.approx(
-        16 * 4.3e9 * cpu_compute.figure(cpu_compute.IK, "IQ3_KT", "zen4").weights_per_cycle()  # type: ignore[union-attr]
+        16 * 4.3e9 * newest.weights_per_cycle()  # type: ignore[operator]
     )
     assert cpu_compute.rate(hardware.cpu("Core i9-13900K"), 8, cpu_compute.IK, "IQ3_KT") is None
     # a figure too close to memory-bound gives no row (ik's Q8_0 at 2 threads reads 60 GB/s)
@@ -78,15 +79,18 @@ def test_keys_and_runtimes() -> None:
 
 def test_decode_joins_reading_and_computing_by_hand() -> None:
     """One host chunk of 1e9 weights, 0.5e9 bytes: 50 GB/s reads it in 10 ms; 4 cores
-    x 4 GHz x 5 weights a cycle multiply it in 12.5 ms; the token is their root sum of
-    squares plus the fixed costs.  Without a rate (or of another type): its bytes."""
+    x 4 GHz x 5 weights a cycle multiply it in 12.5 ms; the token is the sum of their
+    2.5th powers' 2.5th root (model.ROOFLINE_P) plus the fixed costs.  Without a rate
+    (or of another type): its bytes."""
     host = model.Memory(model.HOST, 50e9, 1e15, threads=4, compute=(("IQ3_KT", 80e9),))
     m = model.Machine("m", (host,), efficiency=1.0)
     chunk = model.Chunk(model.HOST, 0, 0.5e9, 1e9, quant="IQ3_KT")
     w = model.Workload((chunk,), 1, 1)
     k = model.DEFAULT
     fixed = k.token_overhead + 1 * 4 * k.cpu_layer_thread
-    assert model.decode(m, w, 0).seconds == pytest.approx(math.hypot(0.010, 0.0125) + fixed)
+    joined = (0.010**2.5 + 0.0125**2.5) ** (1 / 2.5)
+    assert model.ROOFLINE_P == 2.5
+    assert model.decode(m, w, 0).seconds == pytest.approx(joined + fixed)
     other = model.Workload((chunk._replace(quant="Q4_0"),), 1, 1)
     assert model.decode(m, other, 0).seconds == pytest.approx(0.010 + fixed)
     # moved to a GPU, its compute leaves the host with its bytes
@@ -138,16 +142,20 @@ def test_leave_one_machine_out_still_meets_issue_33() -> None:
     rows, _ = lomo.leave_one_machine_out(lomo.load(lomo.FOLDERS))
     s = lomo.summary(rows)
     assert s.median_abs <= 0.10 and s.within_15 >= 0.70
-    # the thread sweeps at thread counts no figure comes from (3 and more threads)
+    # the thread sweeps at thread counts no figure comes from (PR 13's from 2 threads,
+    # the others' from 4): measured 2026-11-28, mean 7.4 %, 88 % within 15 %, worst 21 %
     sweep = [
         abs(r.error)
         for r in rows
-        if r.record.startswith(("ik13-", "ik212-", "ik541-"))
-        and not r.result.startswith(("1 threads", "2 threads"))
-        and " 2 threads" not in r.result
+        if (r.record.startswith("ik13-") and not r.result.startswith("1 threads"))
+        or (
+            r.record.startswith(("ik153-", "ik154-", "ik212-", "ik541-"))
+            and not r.result.startswith("2 threads")
+            and " 2 threads" not in r.result
+        )
     ]
-    assert len(sweep) == 34
-    assert sum(e <= 0.15 for e in sweep) / len(sweep) >= 0.80 and max(sweep) < 0.20
+    assert len(sweep) == 58
+    assert sum(e <= 0.15 for e in sweep) / len(sweep) >= 0.85 and max(sweep) < 0.25
 
 
 TRELLIS_PROFILE = """\

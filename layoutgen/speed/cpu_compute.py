@@ -27,13 +27,13 @@ as fast, so this can only price it slower than it is).  A type, runtime or ISA w
 a figure here is priced at its bytes alone, as before: NEON (the M2-Max figures of the
 same sources) has no row yet, for want of an Apple CPU in the hardware table.
 
-Choosing P on the thread sweeps of tests/speed_data (ik13-*, ik212-*, ik541-*: TG at
-1-16 threads on the Ryzen-7950X and the 5975WX), their 34 results at thread counts no
-figure here comes from, leave-one-machine-out: P = 2 reads them at mean |error| 7.9 %,
-worst 18 %, 85 % within 15 %; P = 3 at 8.3 %, 26 %, 79 %; P = 4 at 9.9 %, 31 %, 76 %;
-a plain max (P = 50) at 13.9 %, 49 %, 71 % (it reads the knee fast: PR 212's IQ1_S at 8
-threads, PR 13's TQ2_0 at 2-4).  P = 2: the reading and the unpacking overlap only in
-part near the knee.
+Choosing P on the thread sweeps of tests/speed_data (ik13-*, ik153-*, ik154-*, ik212-*,
+ik541-*: TG at 1-16 threads on the Ryzen-7950X and the 5975WX), their 58 results at
+thread counts no figure here comes from, leave-one-machine-out (mean |error|, worst,
+share within 15 %): P = 2: 8.2 %, 21 %, 86 %; P = 2.5: 7.4 %, 21 %, 88 %; P = 3: 7.2 %,
+26 %, 84 %; P = 4: 7.9 %, 31 %, 83 %; a plain max (P = 50): 11.5 %, 49 %, 78 % (it
+reads the knee fast: PR 212's IQ1_S at 8 threads, PR 13's TQ2_0 at 2-4).  P = 2.5: the
+reading and the unpacking overlap only in part near the knee.
 """
 
 from __future__ import annotations
@@ -159,6 +159,25 @@ FIGURES: tuple[Figure, ...] = (
     *_d164("IQ2_M", 2.74, 5.24, 5.57),
     *_d164("IQ3_XXS", 3.04, 4.18, 6.23),
     *_d164("IQ3_S", 3.42, 3.71, 4.47),
+    # PRs 153 and 154 (2024-12-20): LLaMA-3.1-8B, ik_llama.cpp's plain and 4-row
+    # interleaved (_R4) kernels, tg128 at 2 threads.  Zen 4's _R4 rows stand behind
+    # discussion 164's (the later figure of the same kernels, found first)
+    *(
+        Figure(IK, quant, isa, cpu, 2, tps, LLAMA8B_WEIGHTS, _llama8b_bytes(size), bw,
+               f"https://github.com/ikawrakow/ik_llama.cpp/pull/{pr} ({row} 2-thread row, "
+               f"{col} column)", since="2024-12-20")
+        for pr, base, size, rows in (
+            (153, "IQ3_XXS", 3.04, (("zen4", 5.18, 6.53), ("avx2", 2.04, 4.07))),
+            (154, "IQ2_XXS", 2.23, (("zen4", 6.59, 8.66), ("avx2", 2.62, 5.54))),
+        )
+        for isa, plain, r4 in rows
+        for cpu, bw, row in (
+            ("Ryzen 9 7950X", BW_7950X, "Zen4")
+            if isa == "zen4"
+            else ("Threadripper PRO 5975WX", BW_5975WX, "AVX2"),
+        )
+        for quant, tps, col in ((base, plain, base), (f"{base}/rtr", r4, f"{base}_R4"))
+    ),
     # PR 13 (2024-08-06): TriLM 3.9B, 1.08 GiB, tg128 at 1 thread; TQ2_0 is llama.cpp
     # PR 8151's type and kernels, IQ2_TN this PR's
     Figure(MAINLINE, "TQ2_0", "avx2", "Threadripper PRO 5975WX", 1, 15.75, TRILM_WEIGHTS,

@@ -8,7 +8,7 @@ splits one after another):
         + hops * hop_latency + token_overhead
 
 read_d   = bytes_d / bw_eff_d; on host RAM joined with its kernels' compute time,
-           (read^2 + compute^2)^(1/2), compute = sum over quant types of the weights a
+           (read^2.5 + compute^2.5)^(1/2.5), compute = sum over quant types of the weights a
            token multiplies / the rate its threads multiply them at
            (``Memory.compute``, from layoutgen.speed.cpu_compute; none for a type
            without a published figure)
@@ -342,7 +342,7 @@ def effective_bandwidth(m: Machine, mem: Memory, k: Constants = DEFAULT) -> floa
 #: unpack the previous block), but not perfectly near the knee, where a plain max
 #: reads too fast; chosen on the thread sweeps of tests/speed_data (ik_llama.cpp PRs
 #: 13, 212, 541; layoutgen.speed.cpu_compute's docstring has the comparison)
-ROOFLINE_P = 2.0
+ROOFLINE_P = 2.5
 
 
 def roofline(reading: float, computing: float, p: float = ROOFLINE_P) -> float:
