@@ -68,6 +68,7 @@ from layoutgen.speed.model import (
     marginal_gb,
     next_gib,
     prefill_tps,
+    typed_weights,
 )
 
 #: The efficiencies a machine gets before it is calibrated: fitted together, rounded,
@@ -531,7 +532,7 @@ def with_compute(spec: Spec, rs: ResolvedService, m: Machine, w: Workload) -> Ma
     its cores; M itself without a CPU model, or where no type has a figure."""
     if spec.host.cpu.model is None:
         return m
-    quants = {c.quant for c in w.chunks if c.device == HOST and c.quant}
+    quants = set(typed_weights(w).get(HOST, {}))
     if not quants:
         return m
     kind = spec.runtimes[rs.service.runtime].kind
@@ -568,17 +569,12 @@ def _caveats(
                 f"weights in host RAM ({host_weights / 2**30:,.0f} GiB) exceed the RAM "
                 f"left ({room / 2**30:,.0f} GiB): pages come from disk, far slower than this"
             )
+        trellis = {e.type for e in profile.entries if _TRELLIS.match(e.type.lower())}
         unpriced = sorted(
-            {
-                c.quant
-                for c in w.chunks
-                if c.device == HOST and _TRELLIS.match(c.quant.lower()) and c.quant not in rated
-            }
-            | {
-                e.type.upper()
-                for e in profile.entries
-                if _TRELLIS.match(e.type.lower()) and not cpu_compute.priced(e.type)
-            }
+            {t.upper() for t in trellis if not cpu_compute.priced(t)}
+            | {q for q in typed_weights(w).get(HOST, {}) if _TRELLIS.match(q.lower())} - rated
+            if trellis
+            else set()
         )
         if unpriced:
             out.append(

@@ -181,6 +181,11 @@ def token_bytes(w: Workload, c: Chunk) -> tuple[float, float]:
     return c.nbytes * share, c.params * share
 
 
+def typed_weights(w: Workload) -> Mapping[str, Mapping[str, float]]:
+    """Device -> quant type -> weights a token multiplies there, for W's typed chunks."""
+    return _prepared(w).weights
+
+
 def hops(w: Workload) -> int:
     """Device changes along the layer order (dense part, then its routed experts)."""
     return _prepared(w).hops
@@ -242,8 +247,11 @@ def _prepared(w: Workload) -> _Prepared:
         else:
             f = 1.0
         nbytes[dev] = nbytes.get(dev, 0.0) + nb * f
-        typed_key = (dev, quant)
-        by_type[typed_key] = by_type.get(typed_key, 0.0) + params * f
+        if quant:
+            typed_key = (dev, quant)
+            by_type[typed_key] = by_type.get(typed_key, 0.0) + params * f
+        else:
+            flops[dev] = flops.get(dev, 0.0) + 2.0 * params * f
         key = (layer, routed)
         group = grouped.get(key)
         if group is None:
@@ -255,8 +263,7 @@ def _prepared(w: Workload) -> _Prepared:
     typed: dict[str, dict[str, float]] = {}
     for (dev, quant), n in by_type.items():
         flops[dev] = flops.get(dev, 0.0) + 2.0 * n
-        if quant:
-            typed.setdefault(dev, {})[quant] = n
+        typed.setdefault(dev, {})[quant] = n
     keys = sorted(grouped)
     groups = tuple(tuple(grouped[k]) for k in keys)
     devices = tuple(tuple(sorted(on[k])) for k in keys)
