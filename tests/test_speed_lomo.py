@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from layoutgen.speed import cases, lomo, model
+from layoutgen.speed import cases, cpu_compute, lomo, model
 
 DATA = Path(__file__).parent / "speed_data"
 FOLDERS = (DATA, DATA / "heldout")
@@ -94,11 +94,16 @@ def test_summary_figures(
     errors = sorted(abs(r.error) for r in rows)
     assert s.within_15 == sum(e <= 0.15 for e in errors) / len(errors)
     assert all(math.isfinite(r.predicted) and r.predicted > 0 for r in rows)  # none refused
-    # issue 33's acceptance, on this table held out machine by machine: median |error|
-    # at most 10 %, at least 70 % of results within 15 % (measured 2026-11-28: 6.4 %,
-    # 78 %; 11.5 % and 60 % while two of ikawrakow's machines were given the platform's
-    # DRAM peak instead of the read bandwidth their owner states)
-    assert s.median_abs <= 0.10 and s.within_15 >= 0.70
+    # issue 33's acceptance, on this table held out machine by machine, less the rows
+    # the CPU compute figures are derived from (they come back by construction): median
+    # |error| at most 10 %, at least 70 % of results within 15 % (measured 2026-11-28:
+    # 6.4 %, 83 % of 144; on the 86 results before the compute term 6.4 %, 78 %)
+    figures = [r for r in rows if r.figure]
+    # every figure is a row of the table, found once
+    distinct = {(f.source.split()[0], f.threads, f.tps) for f in cpu_compute.FIGURES}
+    assert len(figures) == len(distinct)
+    f = lomo.summary(lomo.fair(rows))
+    assert f.median_abs <= 0.10 and f.within_15 >= 0.70
 
 
 def test_a_result_may_give_its_own_thread_count_and_threads_cap_host_bandwidth() -> None:
