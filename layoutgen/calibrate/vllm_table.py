@@ -30,7 +30,6 @@ plan_speed.SPECULATIVE_ACCEPTANCE.
 from __future__ import annotations
 
 import math
-import statistics
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
@@ -40,7 +39,8 @@ from typing import Any
 from ruamel.yaml import YAML
 
 from layoutgen.solve.plan_speed import PRIOR_GPU_EFFICIENCY, SPECULATIVE_ACCEPTANCE, tokens_per_step
-from layoutgen.speed import hardware, model
+from layoutgen.speed import hardware, lomo, model
+from layoutgen.speed.lomo import Row
 
 FOLDER = Path("tests/speed_data/vllm")
 LINKS = ("none", "nvlink", "pcie", "pcie-host")
@@ -192,22 +192,9 @@ def predict(rec: Record, r: Result, k: VllmConstants) -> float:
     return tokens_per_step(a, n) / step
 
 
-@dataclass(frozen=True)
-class Row:
-    record: str
-    machine: str
-    result: str
-    predicted: float
-    measured: float
-
-    @property
-    def error(self) -> float:
-        return self.predicted / self.measured - 1.0
-
-
 def rows(records: Sequence[Record], k: VllmConstants) -> list[Row]:
     return [
-        Row(rec.id, rec.machine, r.name, predict(rec, r, k), r.measured)
+        Row(rec.id, rec.machine, r.name, predict(rec, r, k), r.measured, None)
         for rec in records
         for r in rec.results
     ]
@@ -264,18 +251,6 @@ def leave_one_machine_out(records: Sequence[Record]) -> list[Row]:
     return out
 
 
-def summary(found: Sequence[Row]) -> str:
-    errs = [abs(x.error) for x in found]
-    signed = statistics.median(x.error for x in found)
-    return (
-        f"{len(found)} results on {len({x.machine for x in found})} machines; "
-        f"median |error| {100 * statistics.median(errs):.1f} %, within 15 %: "
-        f"{100 * sum(e <= 0.15 for e in errs) / len(errs):.0f} %, within 30 %: "
-        f"{100 * sum(e <= 0.30 for e in errs) / len(errs):.0f} %, signed median "
-        f"{100 * signed:+.1f} %"
-    )
-
-
 def _lines(found: Sequence[Row]) -> list[str]:
     return [
         f"{x.record:44s} {x.result:26s} {x.predicted:8.2f} {x.measured:8.2f} {100 * x.error:+6.1f}%"
@@ -296,9 +271,9 @@ def table(folder: Path = FOLDER) -> str:
     plan = rows(records, PLAN)
     held = leave_one_machine_out(records)
     out = ["plan_speed's vLLM mechanism (no graphed-layer cost, no all-reduces):"]
-    out += [*_lines(plan), "all: " + summary(plan), ""]
+    out += [*_lines(plan), lomo.summary_line("all", lomo.summary(plan)), ""]
     out += ["with the graphed-layer and all-reduce terms, leave-one-machine-out:"]
-    out += [*_lines(held), "all: " + summary(held)]
+    out += [*_lines(held), lomo.summary_line("all", lomo.summary(held))]
     out += ["fitted on every machine: " + _constants(fit(records))]
     return "\n".join(out)
 

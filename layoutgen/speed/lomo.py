@@ -214,7 +214,7 @@ def leave_one_machine_out(
     return rows, fitted
 
 
-def _line(label: str, s: Summary) -> str:
+def summary_line(label: str, s: Summary) -> str:
     return (
         f"{label}: {s.results} results on {s.machines} machines; median |error| "
         f"{100 * s.median_abs:.1f} %, within 15 %: {100 * s.within_15:.0f} %, within 30 %: "
@@ -240,13 +240,13 @@ def report(rows: Sequence[Row], width: int = 20) -> list[str]:
             f"{r.record:40} {r.result[:width]:{width}} {r.predicted:8.2f} {r.measured:8.2f} "
             f"{100 * r.error:+6.1f}%{blind}"
         )
-    lines.append(_line("all", summary(rows)))
+    lines.append(summary_line("all", summary(rows)))
     modelled = [r for r in rows if r.cannot_see is None]
     if modelled and len(modelled) < len(rows):
-        lines.append(_line("modelled", summary(modelled)))
+        lines.append(summary_line("modelled", summary(modelled)))
     others = fair(rows)
     if others and len(others) < len(rows):
-        lines.append(_line("less the CPU compute figures' own rows", summary(others)))
+        lines.append(summary_line("less the CPU compute figures' own rows", summary(others)))
     return lines
 
 
