@@ -36,6 +36,13 @@ asks for another (:func:`at_depth`), and the plan then gives both.
 vLLM: a token reads one tensor-parallel rank's share (:func:`budget_workload`); with
 MTP speculation a step adds its drafts' reads and yields :func:`tokens_per_step` tokens
 at :data:`SPECULATIVE_ACCEPTANCE` (said under the speed).
+
+llama.cpp with a draft model (``draft:``): a step is the target's verification of its
+N + 1 tokens, priced as one target token at the depth (an upper bound: it costs a little
+more), and N steps of the draft model where the plan put it (:func:`draft_workload`);
+it yields :func:`tokens_per_step` tokens at the draft's acceptance, given as llama-server
+logs it (:func:`conditional_acceptance`) or :data:`DRAFT_ACCEPTANCE` (said under the
+speed).
 """
 
 from __future__ import annotations
@@ -46,7 +53,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from layoutgen.core.placement import expert_kind, loaded
+from layoutgen.core.placement import expert_kind, loaded, tied_output
 from layoutgen.core.runtime import Runtime
 from layoutgen.errors import Problem, Severity
 from layoutgen.models.profile import Profile
@@ -353,6 +360,106 @@ def mtp_draft_workload(sp: ServicePlan, profile: Profile) -> Workload | None:
     return Workload((chunk,), 1, 1, graphed=True)
 
 
+#: llama.cpp draft model (``draft:``): the chance the target accepts each drafted token,
+#: given the ones before it were, where the spec gives no ``draft.acceptance``: the
+#: median over the public llama.cpp draft-model runs of tests/test_draft_speed.py that
+#: drafted their full length every step (llama.cpp issue 5877: 0.89, PR 10455: 0.86,
+#: an LFM2 pair: 0.56), each one's logged accepted/generated at its length turned into
+#: this chance (:func:`conditional_acceptance`); greedy runs, so high for sampled chat.
+#: Not vLLM's MTP figure (SPECULATIVE_ACCEPTANCE).
+DRAFT_ACCEPTANCE = 0.86
+
+#: drafted tokens a step where ``draft.max_tokens`` is not given: llama.cpp 11434's
+#: ``--spec-draft-n-max`` default (common/common.h:329 ``n_max = 3``); with its default
+#: ``p_min = 0`` (common.h:333) a step drafts that many (common/speculative.cpp:421-441)
+DRAFT_MAX_TOKENS = 3
+
+
+def conditional_acceptance(rate: float, n: int) -> float:
+    """The chance a (each drafted token accepted, given the ones before it were) that
+    llama-server logs as RATE, its ``draft acceptance`` (accepted / generated drafts),
+    when every step drafts N: a step accepts a + a^2 + ... + a^N drafts on average, so
+    RATE = that / N and ``tokens_per_step(a, N) = 1 + N x RATE``; found by bisection."""
+    want = 1.0 + n * rate
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if tokens_per_step(mid, n) < want:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def logged_rate(acceptance: float, n: int) -> float:
+    """What llama-server would log as its ``draft acceptance`` (accepted / generated)
+    for the per-token chance ACCEPTANCE at N drafts a step: the inverse of
+    :func:`conditional_acceptance`."""
+    return (tokens_per_step(acceptance, n) - 1.0) / n
+
+
+def draft_workload(sp: ServicePlan, profile: Profile, rt: Runtime, ctx: int) -> Workload | None:
+    """What one step of a llama.cpp draft model reads: its weights and KV where the plan
+    puts them (``ServicePlan.draft``, every layer on the draft's GPUs: ``-ngld 999``),
+    its layers in order over those buffers as their weights fill them (the draft splits
+    as the target, by ``-ts``); CTX: the context its KV holds (the target's). None where
+    the plan has no draft."""
+    bufs = sorted(
+        (b for b, p in sp.draft.items() if p.weights and sp.device_of.get(b, HOST) != HOST),
+        key=lambda b: (len(b), b),
+    )  # its GPUs' buffers (token_embd stays in host RAM, looked up a row a token)
+    if not bufs:
+        return None
+    facts = _facts(loaded(profile, rt))
+    per_layer = [facts.dense.get(layer, (0.0, 0.0))[0] for layer in range(facts.last + 2)]
+    for _, layer, nbytes, *_ in facts.routed:
+        per_layer[layer] += nbytes
+    total = sum(per_layer) or 1.0
+    bounds, run = [], 0.0
+    planned = sum(sp.draft[b].weights for b in bufs)
+    for b in bufs:  # each buffer's end, as a share of the draft's bytes
+        run += sp.draft[b].weights / planned
+        bounds.append(run)
+    layer_buffer: dict[int, str] = {}
+    seen = 0.0
+    for layer in range(facts.last + 1):  # the output layer follows the last (workload)
+        mid = (seen + per_layer[layer] / 2) / total
+        seen += per_layer[layer]
+        layer_buffer[layer] = bufs[min(i for i, end in enumerate([*bounds, 2.0]) if mid <= end)]
+    draft_sp = ServicePlan(
+        name=sp.name,
+        buffers=dict(sp.draft),
+        device_of=sp.device_of,
+        expert_layers={},
+        layer_buffer=layer_buffer,
+    )
+    w = workload(draft_sp, profile, rt, ctx)
+    if not tied_output(profile):
+        return w
+    # no output.weight: the output is a copy of token_embd beside the last layer
+    # (placement.tied_output), read whole each token as any output (small drafts tie
+    # theirs: Qwen2.5-0.5B's is a quarter of its bytes)
+    embd = next(t for t in profile.tensors() if t.name == "token_embd.weight")
+    out = Chunk(
+        sp.device_of[layer_buffer[facts.last]],
+        facts.last + 1,
+        float(embd.nbytes),
+        float(math.prod(embd.shape)),
+    )
+    return replace(w, chunks=(*w.chunks, out))
+
+
+def _target_only(sp: ServicePlan) -> ServicePlan:
+    """SP less its draft model's KV: the target's tokens read their own cache only."""
+    if not sp.draft:
+        return sp
+    buffers = dict(sp.buffers)
+    for b, d in sp.draft.items():
+        if b in buffers:
+            buffers[b] = replace(buffers[b], kv=buffers[b].kv - d.kv)
+    return replace(sp, buffers=buffers)
+
+
 #: torch_dtype -> bytes per parameter (the speed model's FLOPs count parameters)
 _DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1}
 
@@ -404,12 +511,14 @@ def service_speed(
     measured: heat.HeatProfile | None = None,
     others: Sequence[tuple[ResolvedService, ServicePlan, Profile]] = (),
     depth: int = 0,
+    draft_profile: Profile | None = None,
 ) -> SpeedPlan | str | None:
     """The service's decode speed for one request at DEPTH context tokens (default 0:
     llama-bench's tg128); a reason (str) where it is not modelled; None where a token
     reads host RAM and its bandwidth is not known, or no bandwidth is known at all
     (nothing to say). OTHERS: the other services' plans, for what their settings trade
-    against this one's speed on the GPUs they share."""
+    against this one's speed on the GPUs they share. DRAFT_PROFILE: a llama.cpp
+    ``draft:`` model's profile, for its steps (:func:`draft_workload`)."""
     m = machine(spec, rs)
     if isinstance(m, str):
         return None if host_bandwidth(spec) is None else f"not modelled: {m}"
@@ -418,7 +527,7 @@ def service_speed(
         w = budget_workload(sp, profile)
     else:
         ctx = rs.service.ctx or (profile.hparams.n_ctx_train or 0)
-        w = workload(sp, profile, rt, ctx, measured)
+        w = workload(_target_only(sp), profile, rt, ctx, measured)
     if host_bandwidth(spec) is None and reads_host(w):
         return None
     m = with_compute(spec, rs, m, w)
@@ -445,6 +554,34 @@ def service_speed(
             )
     elif sv is not None:
         caveats += (f"speculative decoding ({sv.method}): the speed is without it",)
+    dm = rs.service.draft if sp.budget is None else None
+    if dm is not None and draft_profile is not None:
+        dw = draft_workload(sp, draft_profile, rt, ctx)
+        if dw is not None:
+            n = dm.max_tokens or DRAFT_MAX_TOKENS
+            a = (
+                DRAFT_ACCEPTANCE
+                if dm.acceptance is None
+                else conditional_acceptance(dm.acceptance, n)
+            )
+            draft = (dw, n, a)
+            rate = logged_rate(a, n)
+            per_step = tokens_per_step(a, n)
+            caveats += (
+                (
+                    f"draft acceptance: {a} a drafted token assumed (public llama.cpp "
+                    f"draft-model runs), logged as {rate:.2f} accepted/generated, "
+                    f"{per_step:.2f} tokens a step of {n} drafts; the speed moves with "
+                    "yours (draft.acceptance: llama-server's 'draft acceptance' line); "
+                    "an upper bound (verifying priced as one target token)"
+                )
+                if dm.acceptance is None
+                else (
+                    f"draft acceptance: {dm.acceptance} accepted/generated as given "
+                    f"({a:.2f} a drafted token), {per_step:.2f} tokens a step of {n} "
+                    "drafts; an upper bound (verifying priced as one target token)"
+                ),
+            )
 
     def at(d: int) -> SpeedPlan:
         found = replace(_speed(spec, rs, m, w, d, others, caveats, draft), at_depth=at)

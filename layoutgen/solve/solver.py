@@ -395,7 +395,16 @@ def _speeds(
             for o in sorted(before)
             if o != n
         ]
-        found = service_speed(spec, by_name[n], sp, profiles[mid], heats.get(mid), others)
+        draft = by_name[n].service.draft
+        found = service_speed(
+            spec,
+            by_name[n],
+            sp,
+            profiles[mid],
+            heats.get(mid),
+            others,
+            draft_profile=profiles.get(draft.model) if draft is not None else None,
+        )
         if found is not None:
             placed[n] = dataclasses.replace(sp, speed=found)
             if not isinstance(found, str):

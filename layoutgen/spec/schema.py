@@ -950,6 +950,28 @@ class Draft(Strict):
     """
 
     model: Ident = Field(description="the draft model's id under 'models:' (a GGUF profile)")
+    acceptance: float | None = Field(
+        default=None,
+        gt=0,
+        lt=1,
+        description="speed estimate only: the share of drafted tokens the target accepts, "
+        "as llama-server logs it at the end of a request: 'draft acceptance = 0.xxxxx "
+        "(a accepted / b generated)' (older builds: 'draft acceptance rate = ...'); read "
+        "at the same max_tokens (the share falls as drafts grow longer); default: "
+        "0.86 a drafted token given the ones before it were (public llama.cpp "
+        "draft-model runs, greedy), which at 3 drafts logs as about 0.75",
+    )
+
+    @field_validator("acceptance", mode="before")
+    @classmethod
+    def _a_share(cls, v: object) -> object:
+        if isinstance(v, int | float) and not isinstance(v, bool) and not 0 < v < 1:
+            raise ValueError(
+                f"{v} is not a share of the drafted tokens: write the number between 0 "
+                "and 1 that llama-server logs as 'draft acceptance = 0.xxxxx'"
+            )
+        return v
+
     gpus: tuple[Ident, ...] | None = Field(
         default=None,
         description="GPU ids the draft's layers split over (-devd), among the service's "
