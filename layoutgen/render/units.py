@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from layoutgen.core.runtime import Runtime
 from layoutgen.errors import LayoutgenError
-from layoutgen.render import quoting, sandbox
+from layoutgen.render import numa, quoting, sandbox
 from layoutgen.solve.argv import (
     API_KEY_PATH,
     adapter_mounts,
@@ -83,6 +83,10 @@ class Unit:
     command: tuple[str, ...]  # the container command (or native argv), shell-quoted
     quadlet: dict[str, list[tuple[str, str]]]  # section -> key/value lines
     service: dict[str, list[tuple[str, str]]]  # plain systemd unit
+    # the script's lines before `exec` (numactl's check) and words before `podman run`
+    # (numactl and its policy), shell-quoted; empty without services.NAME.numa
+    script_checks: tuple[str, ...] = ()
+    script_wrapper: tuple[str, ...] = ()
 
 
 def _version(text: str) -> tuple[int, int]:
@@ -314,6 +318,7 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
     if deps.after_only:
         unit_section += [("After", " ".join(deps.after_only))]
     unit_section += [("StartLimitIntervalSec", "15min"), ("StartLimitBurst", "3")]
+    placement = numa.unit_keys(spec, svc)
     service_common = [
         ("Restart", "on-failure"),
         ("RestartSec", "10s"),
@@ -325,7 +330,9 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
         quadlet["Container"] = _container(
             spec, rs, runtime.image, devices, publish, volumes, caps, pinned, health, timeout, args
         )
-        quadlet["Service"] = service_common + _readiness(spec, svc.port, quadlet["Container"])
+        quadlet["Service"] = (
+            placement + service_common + _readiness(spec, svc.port, quadlet["Container"])
+        )
         if deps.at_boot:
             quadlet["Install"] = [("WantedBy", "default.target")]
 
@@ -336,6 +343,7 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
             ("Type", "exec"),
             ("ExecStart", quoting.systemd_line(podman)),
             ("ExecStop", quoting.systemd_line(["/usr/bin/podman", "stop", "-t", "30", rs.name])),
+            *placement,
             *_wait(svc.port),
             *service_common,
         ]
@@ -356,6 +364,7 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
             *[("Environment", pair) for pair in env],
             *[(k, v) for k, v in _api_key(svc, rt) if k == "EnvironmentFile"],
             *([("LimitMEMLOCK", "infinity")] if pinned else []),
+            *placement,
             *_wait(svc.port),
             *service_common,
         ]
@@ -371,6 +380,8 @@ def _unit(spec: Spec, rs: ResolvedService, sp: ServicePlan, deps: _Deps) -> Unit
         command=tuple(_arg_lines(command)),
         quadlet=_checked(quadlet),
         service=_checked(service),
+        script_checks=tuple(numa.numactl_check(rs.name, spec, svc)),
+        script_wrapper=tuple(quoting.shell(w) for w in numa.numactl(spec, svc)),
     )
 
 
