@@ -377,6 +377,25 @@ def test_a_host_with_another_name_cores_or_threads_is_named(v: Validated) -> Non
     assert line.startswith("spec.yaml:3:29: warning: host.cpu.threads: the spec says 32, ")
 
 
+def test_a_host_of_other_sockets_or_numa_nodes_is_named(v: Validated) -> None:
+    """The spec's NUMA layout (one socket, one node: not written) against the host's:
+    the plan's speed reads host RAM by it, and a BIOS NPS/SNC change moves it."""
+    same = dataclasses.replace(healthy(), cpu_sockets=1, cpu_numa_nodes=1)
+    assert lines(v, same) == []
+    nps4 = dataclasses.replace(healthy(), cpu_sockets=2, cpu_numa_nodes=8)
+    sockets, nodes = sorted(lines(v, nps4), key=lambda line: "numa_nodes" in line)
+    # neither key is written: both point at host.cpu, line 3
+    assert sockets.startswith(
+        "spec.yaml:3:3: warning: host.cpu.sockets: the spec says 1, this host has 2 "
+        "(distinct physical ids)"
+    )
+    assert nodes.startswith(
+        "spec.yaml:3:3: warning: host.cpu.numa_nodes: the spec says 1, this host has 8 "
+        "(/sys/devices/system/node): the plan's speed reads host RAM by the spec's NUMA layout"
+    )
+    assert nodes.endswith("write numa_nodes: 8 (layoutgen probe reads it)")
+
+
 def test_gather_reads_the_name_and_cpu_under_root_and_who_runs(
     v: Validated, tmp_path: Path
 ) -> None:

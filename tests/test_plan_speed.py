@@ -148,6 +148,8 @@ def test_priors_are_the_fit_over_the_fitted_machines() -> None:
     g = priors.constants(ROOT / "tests" / "speed_data")
     assert model.DEFAULT.gpu_layer == pytest.approx(g.gpu_layer, rel=0.02)
     assert model.DEFAULT.cpu_layer_thread == pytest.approx(g.cpu_layer_thread, rel=0.02)
+    # fitted on the hosts of several sockets alone, the others fixed (lomo.fit)
+    assert model.DEFAULT.cross_socket == pytest.approx(g.cross_socket, rel=0.02)
     # a thread's pull: not fitted (off), as the default
     assert g.thread_bandwidth == 0 == model.DEFAULT.thread_bandwidth
     records = cases.load_dir(ROOT / "tests" / "speed_data")

@@ -458,6 +458,8 @@ def test_probe_states_each_number_as_read_and_validates_unchanged(
         "x86-64-v4",
     )
     assert host.ram == XEON_TOTAL_KB * 1024
+    # two physical ids, two /sys nodes: the speed model's NUMA layout (one node a socket)
+    assert (host.cpu.sockets, host.cpu.numa_nodes, host.cpu.nodes) == (2, None, 2)
     assert host.podman == "5.4"
     assert [(g.id, g.index, g.uuid, g.vram) for g in host.gpus] == [
         ("gpu0", 0, UUID0, BIG),

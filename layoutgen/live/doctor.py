@@ -114,6 +114,10 @@ class LiveHost:
     cpu_cores_how: str = ""
     cpu_threads: int | None = None
     cpu_threads_how: str = ""
+    #: sockets (distinct physical ids) and NUMA nodes (/sys/devices/system/node);
+    #: None: unknown
+    cpu_sockets: int | None = None
+    cpu_numa_nodes: int | None = None
     #: whether doctor runs as root (then the services are rootful: root raises its own
     #: limits, as the units ask); None: not known
     rootful: bool | None = None
@@ -206,6 +210,8 @@ def gather(
         cpu_cores_how=cpu.cores_how,
         cpu_threads=cpu.threads,
         cpu_threads_how=cpu.threads_how,
+        cpu_sockets=cpu.sockets,
+        cpu_numa_nodes=cpu.numa_nodes,
         rootful=euid() == 0,
     )
 

@@ -558,6 +558,21 @@ def check_host(v: Validated, live: LiveHost) -> list[_Found]:
                 "(layoutgen probe reads it)",
             )
         )
+    for key, spec_n, here, how in (
+        ("sockets", host.cpu.sockets, live.cpu_sockets, "distinct physical ids"),
+        ("numa_nodes", host.cpu.nodes, live.cpu_numa_nodes, "/sys/devices/system/node"),
+    ):
+        if here is None or here == spec_n:
+            continue
+        found.append(
+            _warning(
+                "cpu",
+                ("host", "cpu", key),
+                f"host.cpu.{key}: the spec says {spec_n}, this host has {here} ({how}): the "
+                f"plan's speed reads host RAM by the spec's NUMA layout (a BIOS NPS/SNC "
+                f"change moves it); write {key}: {here} (layoutgen probe reads it)",
+            )
+        )
     return found
 
 

@@ -113,9 +113,15 @@ def _cpu(facts: HostFacts) -> list[str]:
         out.append(f"    # isa: not written (default x86-64-v3): {_c(cpu.isa_how)}")
     else:
         out.append(f"    isa: {cpu.isa}  # /proc/cpuinfo: {_c(cpu.isa_how)}")
+    if cpu.sockets is not None and cpu.sockets > 1:
+        out.append(f"    sockets: {cpu.sockets}  # /proc/cpuinfo: distinct physical ids")
     if cpu.numa_nodes is not None:
         plural = "s" if cpu.numa_nodes != 1 else ""
-        out.append(f"    # NUMA: {cpu.numa_nodes} node{plural} (/sys/devices/system/node/node*)")
+        how = f"{cpu.numa_nodes} node{plural} (/sys/devices/system/node/node*)"
+        if cpu.numa_nodes != (cpu.sockets or 1):
+            out.append(f"    numa_nodes: {cpu.numa_nodes}  # {how}")
+        else:
+            out.append(f"    # NUMA: {how}: one a socket, the default")
     return out
 
 

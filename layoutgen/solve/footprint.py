@@ -44,7 +44,7 @@ def shares(spec: Spec, rs: ResolvedService, gpus: tuple[str, ...]) -> tuple[floa
     return tuple(split[g] if split else (by_id[g].vram - by_id[g].reserve) // 2**20 for g in gpus)
 
 
-def _mmap(args: tuple[str, ...], mlock: bool) -> bool:
+def mmapped(args: tuple[str, ...], mlock: bool) -> bool:
     """Whether host weights stay memory-mapped: not with --mlock, --no-mmap, recent
     llama.cpp's -lm/--load-mode none|mlock|dio (which replaced both), or
     ik_llama.cpp's -rtr (run-time repacking turns mmap off: common.cpp)."""
@@ -101,7 +101,7 @@ def setting(spec: Spec, rs: ResolvedService, profile: Profile) -> Setting:
         devices=devices,
         cuda=cuda,
         kv=kv,
-        mmap=_mmap(args, rs.mlock),
+        mmap=mmapped(args, rs.mlock),
         measured=measured,
         overhead={
             buffer_of[g.id]: per_gpu(spec.host, g) for g in spec.host.gpus if g.id in buffer_of

@@ -136,6 +136,9 @@ class SpeedPlan:
     decode_tps_depth0: float | None = None
     #: what changes the speed that the model does not see, as the spec shows it
     caveats: tuple[str, ...] = ()
+    #: on a host of several NUMA nodes: where the service's pages and threads sit and
+    #: the host RAM bandwidth that leaves it (layoutgen.speed.numa)
+    numa: str | None = None
     #: the same figured at another depth (layoutgen.solve.plan_speed.at_depth)
     at_depth: Callable[[int], SpeedPlan] | None = field(default=None, compare=False, repr=False)
 
@@ -289,6 +292,7 @@ def _speed_json(s: SpeedPlan) -> dict[str, Any]:
             else {}
         ),
         **({"caveats": list(s.caveats)} if s.caveats else {}),
+        **({"numa": s.numa} if s.numa else {}),
         **(
             {
                 "marginal": [_marginal_json(x) for x in s.marginal],
@@ -395,6 +399,8 @@ def _speed_text(plan: Plan) -> list[str]:
             f"  {name:<20} {s.decode_tps:6.1f} tok/s at depth {s.depth:,}{at0}, estimated "
             f"({efficiency_words(s)}){asks}"
         )
+        if s.numa:
+            lines.append(f"    NUMA: {s.numa}")
         lines += [f"    not modelled: {c}" for c in s.caveats]
         if s.prefill_tps is not None:
             lines.append(

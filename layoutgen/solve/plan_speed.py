@@ -54,15 +54,16 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from layoutgen.core.placement import expert_kind, loaded, tied_output
-from layoutgen.core.runtime import Runtime
+from layoutgen.core.runtime import Runtime, flag_value
 from layoutgen.errors import Problem, Severity
 from layoutgen.models.profile import Profile
 from layoutgen.models.quants import by_name, known
 from layoutgen.models.tensors import Tensor
+from layoutgen.solve.footprint import mmapped
 from layoutgen.solve.plan import Marginal, Plan, ServicePlan, SpeedPlan, Trade
 from layoutgen.spec.roles import ResolvedService
 from layoutgen.spec.schema import Spec
-from layoutgen.speed import contention, cpu_compute, hardware, heat
+from layoutgen.speed import contention, cpu_compute, hardware, heat, numa
 from layoutgen.speed.model import (
     HOST,
     Chunk,
@@ -106,7 +107,7 @@ def host_bandwidth(spec: Spec) -> float | None:
     if spec.host.memory_bandwidth_measured is not None:
         return float(spec.host.memory_bandwidth_measured)
     if spec.host.cpu.model is not None:
-        return hardware.cpu(spec.host.cpu.model).memory_bandwidth
+        return hardware.cpu(spec.host.cpu.model, spec.host.cpu.sockets).memory_bandwidth
     return None
 
 
@@ -126,6 +127,12 @@ def efficiency(spec: Spec) -> tuple[float, Basis]:
     return PRIOR_EFFICIENCY, "prior"
 
 
+def _cpu(spec: Spec) -> hardware.CpuFacts | None:
+    """The host's CPUs from the table (every socket's cores and channels), if named."""
+    c = spec.host.cpu
+    return hardware.cpu(c.model, c.sockets) if c.model is not None else None
+
+
 def gpu_efficiency(spec: Spec) -> tuple[float, Basis]:
     if spec.host.gpu_efficiency is not None:
         return spec.host.gpu_efficiency, "given"
@@ -138,16 +145,11 @@ def machine(spec: Spec, rs: ResolvedService) -> Machine | str:
     on it (:func:`service_speed` says so first)."""
     bw = host_bandwidth(spec)
     threads = rs.threads or spec.host.cpu.cores
+    cpu = _cpu(spec)
     cpu_flops = (
-        hardware.cpu(spec.host.cpu.model).flops(threads)
-        if spec.host.cpu.model is not None
-        else math.inf  # no compute floor without the CPU's figures
+        cpu.flops(threads) if cpu is not None else math.inf  # no floor without the CPU's
     )
-    cores = (
-        hardware.cpu(spec.host.cpu.model).cores
-        if spec.host.cpu.model is not None
-        else spec.host.cpu.cores
-    )
+    cores = cpu.cores if cpu is not None else spec.host.cpu.cores
     mems = [
         Memory(HOST, bw if bw is not None else math.nan, cpu_flops, threads=min(threads, cores))
     ]
@@ -530,6 +532,7 @@ def service_speed(
         w = workload(_target_only(sp), profile, rt, ctx, measured)
     if host_bandwidth(spec) is None and reads_host(w):
         return None
+    m, numa_line = with_numa(spec, rs, m, w)
     m = with_compute(spec, rs, m, w)
     caveats = _caveats(spec, rs, w, profile, m)
     draft: tuple[Workload, int, float | None] | None = None
@@ -584,7 +587,9 @@ def service_speed(
             )
 
     def at(d: int) -> SpeedPlan:
-        found = replace(_speed(spec, rs, m, w, d, others, caveats, draft), at_depth=at)
+        found = replace(
+            _speed(spec, rs, m, w, d, others, caveats, draft), at_depth=at, numa=numa_line
+        )
         if d == 0:
             return found
         return replace(found, decode_tps_depth0=_speculated(m, w, 0, draft)[0])
@@ -657,6 +662,55 @@ def _speculated(
     return tps, 1.0 / tps
 
 
+def topology(spec: Spec) -> numa.Topology | None:
+    """The host's NUMA layout (host.cpu: sockets, numa_nodes, socket_link, else the CPU
+    table's link; each node a share of host.ram), or None on a host of one node."""
+    c = spec.host.cpu
+    if c.sockets == 1 and c.nodes == 1:
+        return None
+    cpu = _cpu(spec)
+    link = (
+        float(c.socket_link) if c.socket_link is not None else cpu.link if cpu is not None else None
+    )
+    return numa.Topology(c.sockets, c.nodes, link, spec.host.ram / c.nodes)
+
+
+def with_numa(
+    spec: Spec, rs: ResolvedService, m: Machine, w: Workload
+) -> tuple[Machine, str | None]:
+    """M whose host RAM reads as the service's pages and threads sit on the host's NUMA
+    nodes (layoutgen.speed.numa: its ``numa:``, its ``--numa`` flag, whether its weights
+    stay memory-mapped), and the plan's line saying so; M itself, and no line, on a
+    host of one node or for a service that reads nothing there."""
+    topo = topology(spec)
+    if topo is None or not reads_host(w):
+        return m, None
+    args, pol = rs.service.args, rs.service.numa
+    r = numa.reading(
+        pol.policy if pol is not None else None,
+        pol.nodes if pol is not None else None,
+        flag_value(args, "--numa"),
+        mmapped(args, rs.mlock),
+    )
+    resident = sum(c.nbytes for c in w.chunks if c.device == HOST)
+    cpu = _cpu(spec)
+    cores = cpu.cores if cpu is not None else spec.host.cpu.cores
+    peak = m.memory(HOST).bandwidth
+    host, found = numa.host_memory(m.memory(HOST), topo, resident, r, cores)
+    line = (
+        f"{topo.sockets} socket{'s' if topo.sockets > 1 else ''}, {topo.nodes} NUMA "
+        f"node{'s' if topo.nodes > 1 else ''}; {found.why}: host RAM read at "
+        f"{found.bandwidth / 1e9:,.0f} of its {peak / 1e9:,.0f} GB/s, threads on "
+        f"{found.sockets} socket{'s' if found.sockets > 1 else ''}"
+    )
+    if found.spilled > 0:
+        line += f"; {found.spilled / 2**30:,.0f} GiB do not fit those nodes and go to others"
+    if topo.link is None and topo.sockets > 1 and r.pages != "local":
+        line += "; the link between sockets is not known (host.cpu.socket_link): not limited"
+    mems = tuple(host if x.name == HOST else x for x in m.memories)
+    return replace(m, memories=mems), line
+
+
 def _rtr(rs: ResolvedService) -> bool:
     """Whether the service repacks its host weights at load (``-rtr``)."""
     return bool(re.search(r"(^|\s)(-rtr|--run-time-repack)\b", " ".join(rs.service.args)))
@@ -673,7 +727,7 @@ def with_compute(spec: Spec, rs: ResolvedService, m: Machine, w: Workload) -> Ma
     if not quants:
         return m
     kind = spec.runtimes[rs.service.runtime].kind
-    cpu = hardware.cpu(spec.host.cpu.model)
+    cpu = hardware.cpu(spec.host.cpu.model, spec.host.cpu.sockets)
     host = m.memory(HOST)
     rtr = _rtr(rs)
     found = cpu_compute.rates(cpu, host.threads, kind, {cpu_compute.key(q, rtr) for q in quants})
@@ -721,8 +775,6 @@ def _caveats(
             )
         if re.search(r"(^|\s)(-rtr|--run-time-repack)\b", args):
             out.append("-rtr repacks host weights at load: its effect on decode is not modelled")
-        if re.search(r"(^|\s)--numa\b", args):
-            out.append("--numa: NUMA placement is not modelled (one node's bandwidth assumed)")
         threads = rs.threads
         if threads is not None and threads > spec.host.cpu.cores:
             out.append(

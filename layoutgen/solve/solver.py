@@ -689,6 +689,7 @@ def _fit(
                     + _margins(dev, res, parts),
                 )
             )
+    problems += _bound_nodes(spec, placed, order)
     # threads of the services that run at once (conflicting ones never do)
     asked = {n: spec.services[n].threads or 0 for n in spec.services}
     together = worlds.worst(asked)
@@ -705,6 +706,44 @@ def _fit(
             )
         )
     return problems
+
+
+def _bound_nodes(
+    spec: Spec, placed: Mapping[str, ServicePlan], order: Sequence[str]
+) -> list[Problem]:
+    """A service bound to NUMA nodes (``numa: {policy: bind}``: the unit's
+    ``NUMAPolicy=bind``) can take host memory only there: the kernel refuses a page
+    beyond them rather than place it elsewhere, so what the service keeps in host RAM
+    must fit those nodes' share of it (host.ram and ram_reserve split evenly over the
+    nodes)."""
+    out: list[Problem] = []
+    total = spec.host.cpu.nodes
+    for name in order:
+        numa = spec.services[name].numa
+        sp = placed.get(name)
+        if sp is None or numa is None or numa.policy != "bind" or numa.nodes is None:
+            continue
+        need = sum(
+            getattr(part, key)
+            for buf, part in sp.buffers.items()
+            if sp.device_of[buf] == "host"
+            for key in PARTS
+        )
+        share = len(set(numa.nodes)) / total
+        cap, res = int(spec.host.ram * share), int(spec.host.ram_reserve * share)
+        if need > cap - res:
+            nodes = ",".join(map(str, numa.nodes))
+            out.append(
+                Problem(
+                    ("services", name, "numa", "nodes"),
+                    f"services.{name}: does not fit NUMA node {nodes} it is bound to "
+                    f"(numa.policy bind): needs {_mib(need)} of host RAM, has {_mib(cap)} "
+                    f"- reserve {_mib(res)} = {_mib(cap - res)} (host.ram and ram_reserve "
+                    f"over {total} nodes), short by {_mib(need - (cap - res))}; bind it to "
+                    "more nodes, interleave instead, or keep less in host RAM",
+                )
+            )
+    return out
 
 
 def _names(names: Iterable[str]) -> str:

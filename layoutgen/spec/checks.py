@@ -112,9 +112,27 @@ def check(spec: Spec, services: tuple[ResolvedService, ...]) -> list[Problem]:
         *_lora(spec, services),
         *_speculative(spec, services),
         *_draft(spec, services),
+        *_numa(spec),
         *_defaults(spec),
         *_unit_names(spec),
     ]
+
+
+def _numa(spec: Spec) -> Iterator[Problem]:
+    """A service's NUMA nodes must be the host's (host.cpu.numa_nodes, else one a
+    socket), numbered from 0 as the kernel numbers them."""
+    nodes = spec.host.cpu.nodes
+    for name, svc in sorted(spec.services.items()):
+        if svc.numa is None or svc.numa.nodes is None:
+            continue
+        missing = sorted(n for n in svc.numa.nodes if n >= nodes)
+        if missing:
+            yield Problem(
+                ("services", name, "numa", "nodes"),
+                f"services.{name}.numa.nodes: node {', '.join(map(str, missing))} is not on "
+                f"the host, which has {nodes} NUMA node{'s' if nodes != 1 else ''} "
+                f"(0-{nodes - 1}; host.cpu.numa_nodes, else one a socket)",
+            )
 
 
 def _unit_names(spec: Spec) -> Iterator[Problem]:

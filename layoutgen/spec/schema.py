@@ -264,7 +264,33 @@ class Cpu(Strict):
     model: CpuModel | None = Field(
         default=None,
         description="CPU model from layoutgen's table, e.g. 'EPYC 9175F': gives the host "
-        "RAM bandwidth (channels x MT/s x 8 bytes) and FLOPs for the plan's speed estimate",
+        "RAM bandwidth (channels x MT/s x 8 bytes, per socket) and FLOPs for the plan's "
+        "speed estimate",
+    )
+    sockets: int = Field(
+        default=1,
+        ge=1,
+        le=8,
+        description="CPU packages (lscpu 'Socket(s)'), e.g. 2 on a dual EPYC; cores and "
+        "threads count every socket's, and cpu.model's bandwidth and FLOPs are per socket",
+    )
+    numa_nodes: int | None = Field(
+        default=None,
+        ge=1,
+        le=64,
+        description="NUMA nodes the OS shows (lscpu 'NUMA node(s)', "
+        "/sys/devices/system/node/node*): sockets x the BIOS's NPS (EPYC) or SNC (Xeon) "
+        "setting, e.g. 8 on a dual EPYC at NPS4, 1 at NPS0 (the hardware interleaves "
+        "every socket's memory); default: one a socket. The speed model "
+        "reads host RAM by where a service's pages sit on them (docs: speed)",
+    )
+
+    socket_link: Bandwidth | None = Field(
+        default=None,
+        description="bytes/s one way between two sockets (AMD xGMI, Intel UPI), e.g. "
+        "256GB/s for four xGMI3 x16 links at 32 Gbps; caps what a decode reads across "
+        "sockets; default: cpu.model's table figure where one is sourced, else not "
+        "limited (the plan says so)",
     )
 
     @model_validator(mode="after")
@@ -274,7 +300,24 @@ class Cpu(Strict):
                 f"threads ({self.threads}) cannot be fewer than cores ({self.cores}); "
                 f"write threads: {self.cores} without SMT, {2 * self.cores} with it"
             )
+        nodes = self.nodes
+        if nodes != 1 and nodes % self.sockets:
+            raise ValueError(
+                f"numa_nodes ({nodes}) must be 1 (NPS0: one node over every socket) or a "
+                f"multiple of sockets ({self.sockets}): each socket has the same number of "
+                "nodes (NPS1/2/4, SNC2/3)"
+            )
+        if nodes > self.cores:
+            raise ValueError(
+                f"numa_nodes ({nodes}) cannot exceed cores ({self.cores}): every node has "
+                "cores of its own"
+            )
         return self
+
+    @property
+    def nodes(self) -> int:
+        """NUMA nodes: as written, else one a socket."""
+        return self.numa_nodes if self.numa_nodes is not None else self.sockets
 
 
 Endpoint = Annotated[str, AfterValidator(literals.endpoint)]
@@ -991,6 +1034,37 @@ class Draft(Strict):
     )
 
 
+NumaPolicy = Literal["interleave", "bind"]
+
+
+class Numa(Strict):
+    """Where a service's memory and threads go on a host of several NUMA nodes,
+    rendered as the unit's ``NUMAPolicy=``/``NUMAMask=`` (and ``CPUAffinity=numa`` for
+    bind; systemd.exec(5)), which the server process, in a container too, inherits."""
+
+    policy: NumaPolicy = Field(
+        description="interleave: pages round-robin over the nodes, threads anywhere (what "
+        "numactl --interleave=all gives); bind: memory and threads on the nodes (numactl "
+        "-N n -m n): those nodes' bandwidth only, and a model larger than their memory "
+        "does not load"
+    )
+    nodes: tuple[Annotated[int, Field(ge=0, le=63)], ...] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="NUMA node numbers, e.g. [0]; default: every node of the host "
+        "(interleave only; bind names its nodes)",
+    )
+
+    @model_validator(mode="after")
+    def _bind_names_nodes(self) -> Numa:
+        if self.policy == "bind" and self.nodes is None:
+            raise ValueError("policy bind needs 'nodes:', e.g. nodes: [0]")
+        if self.nodes is not None and len(set(self.nodes)) != len(self.nodes):
+            raise ValueError(f"nodes {list(self.nodes)} names a node twice")
+        return self
+
+
 class Service(Strict):
     model: Ident = Field(description="model id from 'models'")
     runtime: Ident = Field(description="runtime id from 'runtimes'")
@@ -1140,6 +1214,13 @@ class Service(Strict):
         description="llama.cpp: speculative decoding with a draft model, {model: MODEL_ID, "
         "gpus: [..], cache_type_k, cache_type_v, max_tokens}; planned beside the service's "
         "own buffers",
+    )
+    numa: Numa | None = Field(
+        default=None,
+        description="NUMA placement on a host of several nodes, {policy: interleave} or "
+        "{policy: bind, nodes: [0]}: rendered into the unit (NUMAPolicy=, NUMAMask=, "
+        "CPUAffinity=numa) and read by the speed model; not written: the kernel's default "
+        "(pages on the node that first touches them)",
     )
     default: bool | None = Field(
         default=None,

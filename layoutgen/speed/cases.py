@@ -8,6 +8,7 @@ tests/speed_data/README.md documents the format.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from layoutgen.speed import cpu_compute, hardware
+from layoutgen.speed import cpu_compute, hardware, numa
 from layoutgen.speed.model import HOST, Chunk, Machine, Measurement, Memory, Workload
 
 MIB = 1024**2
@@ -58,7 +59,8 @@ def shape(d: dict[str, Any]) -> Shape:
     n_layer = int(d["n_layer"])
     layers = list(range(n_layer))
     lead = int(d.get("leading_dense", 0))
-    moe = [x for x in layers if x >= lead]
+    step = int(d.get("moe_step", 1))  # Llama 4: every 2nd layer is MoE (interleave_moe_layer_step)
+    moe = [x for x in layers if x >= lead and (x - lead + 1) % step == 0]
     if "expert_tensors_mib" in d:  # explicit per-layer figures (seed 001)
         exp_params = 3 * d["n_embd"] * d["expert_ff"] * d["n_expert"]
         total = sum(d["expert_tensors_mib"].values()) * MIB
@@ -111,7 +113,7 @@ def machine(d: dict[str, Any], threads: int | None = None) -> Machine:
     if d.get("cpu") is None:  # a GPU-only record: the host holds no weights
         mems = [Memory(HOST, 1e9, 1e9)]
     else:
-        cpu = hardware.cpu(d["cpu"])
+        cpu = hardware.cpu(d["cpu"], int(d.get("sockets", 1)))
         bw = (
             float(ram["measured"])
             if "measured" in ram
@@ -160,6 +162,49 @@ def workload(s: Shape, p: dict[str, Any], gpus: int) -> Workload:
     for x in s.layers:
         kv[dense_dev[x]] = kv.get(dense_dev[x], 0.0) + per_layer
     return Workload(tuple(chunks), s.n_expert, s.n_expert_used, tuple(sorted(kv.items())))
+
+
+def topology(hw: dict[str, Any]) -> numa.Topology | None:
+    """A record's NUMA layout (``sockets``, ``numa_nodes``, ``link``, ``ram_gib``), or
+    None on a host of one node."""
+    sockets = int(hw.get("sockets", 1))
+    nodes = int(hw.get("numa_nodes", sockets))
+    if sockets == 1 and nodes == 1:
+        return None
+    link = hw.get("link") or hardware.cpu(hw["cpu"]).link
+    ram = float(hw.get("ram_gib", math.inf)) * GIB
+    return numa.Topology(sockets, nodes, float(link) if link else None, ram / nodes)
+
+
+def numa_reading(d: dict[str, Any], r: dict[str, Any]) -> numa.Reading:
+    """How result R of record D places pages and threads: its (or the record's)
+    ``numa: {policy, nodes}`` and ``numa_flag`` (``--numa X``), and whether the weights
+    stay memory-mapped (not with ``--no-mmap`` or ``-rtr`` in the command, or
+    ``mmap: false``)."""
+    policy = r.get("numa", d.get("numa")) or {}
+    flag = r.get("numa_flag", d.get("numa_flag"))
+    command = str(d.get("command", ""))
+    mapped = not re.search(r"(^|\s)(--no-mmap|-rtr|--run-time-repack)(\s|$)", command)
+    mmap = bool(r.get("mmap", d.get("mmap", mapped)))
+    nodes = policy.get("nodes")
+    return numa.reading(
+        policy.get("policy"), tuple(nodes) if nodes is not None else None, flag, mmap
+    )
+
+
+def with_numa(m: Machine, d: dict[str, Any], r: dict[str, Any], w: Workload) -> Machine:
+    """M whose host RAM reads as result R's pages and threads sit (layoutgen.speed.numa)
+    on record D's NUMA layout; M itself on a host of one node."""
+    hw = d["hardware"]
+    if hw.get("cpu") is None:
+        return m
+    topo = topology(hw)
+    if topo is None:
+        return m
+    resident = sum(c.nbytes for c in w.chunks if c.device == HOST)
+    cores = hardware.cpu(hw["cpu"], topo.sockets).cores
+    host, _ = numa.host_memory(m.memory(HOST), topo, resident, numa_reading(d, r), cores)
+    return replace(m, memories=tuple(host if x.name == HOST else x for x in m.memories))
 
 
 def quant_of(d: dict[str, Any], r: dict[str, Any]) -> str | None:
@@ -211,6 +256,9 @@ class Record:
     host_basis: str = "peak"  # host_basis(): "peak", "measured" or "none"
     #: what the run depends on that the model does not see (a record's ``cannot_see``)
     cannot_see: str | None = None
+    #: CPU sockets of the host (``hardware.sockets``): more than one, its results also
+    #: read the NUMA term (layoutgen.speed.numa)
+    sockets: int = 1
 
     @property
     def host_reads(self) -> bool:
@@ -234,6 +282,7 @@ def load(path: Path) -> Record:
         mr = machine(d["hardware"], int(r["threads"])) if "threads" in r else m
         quant = quant_of(d, r)
         w = typed(w, quant)
+        mr = with_numa(mr, d, r, w)
         host = [x for x in mr.memories if x.name == HOST]
         mr = with_compute(mr, d, r, quant, host[0].threads if host else 0)
         out.append(
@@ -242,7 +291,15 @@ def load(path: Path) -> Record:
     basis = host_basis(d["hardware"])
     blind = d.get("cannot_see")
     return Record(
-        path, str(d["id"]), str(d["source"]), m, s, tuple(out), basis, blind and str(blind)
+        path,
+        str(d["id"]),
+        str(d["source"]),
+        m,
+        s,
+        tuple(out),
+        basis,
+        blind and str(blind),
+        int(d["hardware"].get("sockets", 1)),
     )
 
 

@@ -12,7 +12,7 @@ prediction too fast.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 GB = 1e9
 
@@ -40,6 +40,9 @@ class CpuFacts:
     #: datapaths), "zen5" (AVX-512 on full 512-bit datapaths), "avx512" (Intel's
     #: AVX-512 cores), "neon" (ARM)
     isa: str = "avx2"
+    #: bytes/s one way between two sockets of it (xGMI, UPI), where sourced; None: not
+    #: known (layoutgen.speed.numa then does not limit what crosses)
+    link: float | None = None
 
     @property
     def memory_bandwidth(self) -> float:
@@ -49,6 +52,11 @@ class CpuFacts:
         return min(threads, self.cores) * self.base_ghz * 1e9 * self.flops_per_cycle
 
 
+#: four xGMI x16 links at 32 Gbps between two SP5 sockets (EPYC 9004 and 9005), one
+#: way: Lenovo Press LP1852, "Four xGMI links can support a maximum theoretical
+#: bandwidth of 512 GB/s between sockets" (both ways); boards that take a link for PCIe
+#: run three (384 GB/s): write host.cpu.socket_link
+XGMI4 = 256 * GB
 PCIE4 = 32 * GB  # PCIe 4.0 x16, 16 GT/s x 16 lanes, 128b/130b: 31.5 GB/s
 PCIE5 = 64 * GB  # PCIe 5.0 x16: 63 GB/s
 PCIE3 = 16 * GB
@@ -202,6 +210,18 @@ CPUS: dict[str, CpuFacts] = {
             6400,
             "AMD EPYC 9175F product page: 16 cores, 4.2 GHz base, 12 channels DDR5-6400 (9005)",
             isa="zen5",
+            link=XGMI4,
+        ),
+        CpuFacts(
+            "EPYC 9355",
+            32,
+            3.55,
+            64,
+            12,
+            6400,
+            "AMD EPYC 9355 product page: 32 cores, 3.55 GHz base, 12 channels DDR5-6400 (9005)",
+            isa="zen5",
+            link=XGMI4,
         ),
         CpuFacts(
             "EPYC 9965",
@@ -212,6 +232,7 @@ CPUS: dict[str, CpuFacts] = {
             6400,
             "AMD EPYC 9965 product page: 192 cores, 2.25 GHz base, 12 channels DDR5-6400 (9005)",
             isa="zen5",
+            link=XGMI4,
         ),
         CpuFacts(
             "EPYC 9654",
@@ -222,6 +243,7 @@ CPUS: dict[str, CpuFacts] = {
             4800,
             "AMD EPYC 9654 product page: 96 cores, 2.4 GHz base, 12 channels DDR5-4800 (9004)",
             isa="zen4",
+            link=XGMI4,
         ),
         CpuFacts(
             "EPYC 9374F",
@@ -232,6 +254,7 @@ CPUS: dict[str, CpuFacts] = {
             4800,
             "AMD EPYC 9374F product page: 32 cores, 3.85 GHz base, 12 channels DDR5-4800 (9004)",
             isa="zen4",
+            link=XGMI4,
         ),
         CpuFacts(
             "Threadripper PRO 5975WX",
@@ -273,6 +296,18 @@ CPUS: dict[str, CpuFacts] = {
             5200,
             "AMD Ryzen 9 7950X product page: 16 cores, 4.5 GHz, 2 channels, DDR5-5200 (2x1R)",
             isa="zen4",
+        ),
+        CpuFacts(
+            "Xeon Platinum 8480+",
+            56,
+            2.0,
+            64,
+            8,
+            4800,
+            "Intel Xeon Platinum 8480+ (Sapphire Rapids) ark: 56 cores, 2.0 GHz base, 8 "
+            "channels DDR5-4800, 4 UPI links at 16 GT/s",
+            isa="avx512",
+            link=4 * 35.8 * GB,  # intel/pcm issue 550: "Max UPI link 0 speed: 35.8 GBytes/second"
         ),
         CpuFacts(
             "Xeon 6980P",
@@ -340,11 +375,16 @@ def gpu(name: str) -> GpuFacts:
         raise KeyError(f"unknown GPU {name!r}; known: {', '.join(sorted(GPUS))}") from None
 
 
-def cpu(name: str) -> CpuFacts:
+def cpu(name: str, sockets: int = 1) -> CpuFacts:
+    """The table entry for NAME (one socket's figures), or a host of SOCKETS of them:
+    every socket's cores and memory channels."""
     try:
-        return CPUS[name]
+        one = CPUS[name]
     except KeyError:
         raise KeyError(f"unknown CPU {name!r}; known: {', '.join(sorted(CPUS))}") from None
+    if sockets == 1:
+        return one
+    return replace(one, cores=one.cores * sockets, channels=one.channels * sockets)
 
 
 def ddr_bandwidth(channels: int, mts: int) -> float:

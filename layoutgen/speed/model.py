@@ -67,6 +67,9 @@ class Memory:
     #: published CPU kernel throughput (layoutgen.speed.cpu_compute.rates); a chunk
     #: of another type is priced at its bytes alone
     compute: tuple[tuple[str, float], ...] = ()
+    #: host RAM: the CPU sockets its decoding threads span (layoutgen.speed.numa):
+    #: their barriers cross the link between them (``Constants.cross_socket``)
+    sockets: int = 1
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,11 @@ class Constants:
     #: and barriers of the layer's ops, each thread's arrival an atomic on one cache
     #: line, so linear in threads (seconds); fitted on tests/speed_data (priors), rounded
     cpu_layer_thread: float = 6.3e-6
+    #: how many times a thread's barrier arrival costs when the threads span sockets:
+    #: the cache line they meet on crosses the link (xGMI, UPI) at several times a
+    #: socket's latency; fitted on the multi-socket records of tests/speed_data
+    #: (layoutgen.speed.lomo), rounded
+    cross_socket: float = 2.7
 
 
 DEFAULT = Constants()
@@ -379,9 +387,11 @@ def layer_overhead(mem: Memory, layers: float, k: Constants = DEFAULT) -> float:
     """Seconds a token spends on MEM's LAYERS besides reading and computing: a GPU
     launches each layer's kernels (``k.gpu_layer``); host RAM's threads are woken and
     meet at barriers, each arrival an atomic on one cache line, so it costs more the
-    more threads come (``k.cpu_layer_thread`` x threads)."""
+    more threads come (``k.cpu_layer_thread`` x threads), and more again where they
+    span sockets (``k.cross_socket``)."""
     if mem.name == HOST:
-        return layers * mem.threads * k.cpu_layer_thread
+        crossing = k.cross_socket if mem.sockets > 1 else 1.0
+        return layers * mem.threads * k.cpu_layer_thread * crossing
     return layers * k.gpu_layer
 
 
