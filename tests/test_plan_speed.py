@@ -523,3 +523,20 @@ def test_a_given_speculative_acceptance_replaces_the_default(tmp_path: Path) -> 
     ratio = plan_speed.tokens_per_step(0.9, 3) / plan_speed.tokens_per_step(0.78, 3)
     assert after.decode_tps / before.decode_tps == pytest.approx(ratio, rel=1e-6)
     assert any("0.9 a drafted token as given" in c for c in after.caveats)
+
+
+def test_a_tied_targets_output_is_read_from_its_embeddings(tmp_path: Path) -> None:
+    """A model without output.weight builds its output from token_embd (placement's
+    tied_output) and reads that copy whole each token: the same bytes as an output
+    tensor of its own. dense-tiny without output.weight reads exactly what dense-tiny
+    reads (token_embd is 1024 x 1000 f16, as output.weight is); before, the tied copy
+    was left out with the embedding's one row a token."""
+    tied = tmp_path / "tied.yaml"
+    tied.write_text(
+        "".join(line for line in TINY.read_text().splitlines(True) if "output.weight," not in line)
+    )
+    assert "name: output.weight" not in tied.read_text()
+    plain = _speed(_write(tmp_path, DENSE), "lane")
+    found = _speed(_write(tmp_path, DENSE.replace(str(TINY), str(tied)), "t.yaml"), "lane")
+    assert found.host_bytes_per_token == plain.host_bytes_per_token
+    assert found.decode_tps == pytest.approx(plain.decode_tps)

@@ -248,6 +248,22 @@ def workload(
         for (layer, dev), (b, p) in dense.items()
         if b > 0
     ]
+    if tied_output(profile):
+        # no output.weight: the output is a copy of token_embd beside the last layer
+        # (placement.tied_output), read whole each token as any output (small models
+        # tie theirs: Qwen2.5-0.5B's is a quarter of its bytes)
+        embd = next(t for t in profile.tensors() if t.name == "token_embd.weight")
+        chunks.append(
+            Chunk(
+                last,
+                last_layer + 1,
+                float(embd.nbytes),
+                float(math.prod(embd.shape)),
+                False,
+                "",
+                cpu_compute.priced(embd.type),
+            )
+        )
     kv: dict[str, float] = {}
     for buf, part in sp.buffers.items():
         if part.kv and ctx:
@@ -435,20 +451,7 @@ def draft_workload(sp: ServicePlan, profile: Profile, rt: Runtime, ctx: int) -> 
         expert_layers={},
         layer_buffer=layer_buffer,
     )
-    w = workload(draft_sp, profile, rt, ctx)
-    if not tied_output(profile):
-        return w
-    # no output.weight: the output is a copy of token_embd beside the last layer
-    # (placement.tied_output), read whole each token as any output (small drafts tie
-    # theirs: Qwen2.5-0.5B's is a quarter of its bytes)
-    embd = next(t for t in profile.tensors() if t.name == "token_embd.weight")
-    out = Chunk(
-        sp.device_of[layer_buffer[facts.last]],
-        facts.last + 1,
-        float(embd.nbytes),
-        float(math.prod(embd.shape)),
-    )
-    return replace(w, chunks=(*w.chunks, out))
+    return workload(draft_sp, profile, rt, ctx)
 
 
 def _target_only(sp: ServicePlan) -> ServicePlan:
