@@ -177,6 +177,17 @@ def test_every_key_the_plan_json_page_shows_is_in_a_plan(tmp_path: Path) -> None
     result = run_cli(["plan", "--json", "--allow-outside", str(unversioned)])
     assert result.code == 0, result.stderr
     _keys(json.loads(result.stdout), found)
+    # and seed 001's host as two sockets at NPS4 (speed.numa: a host of several nodes)
+    numa = tmp_path / "layouts" / "numa.yaml"
+    text = (ROOT / "layouts" / "glm51-1-ot-exps-cpu-2gpu.yaml").read_text()
+    numa.write_text(
+        text.replace(
+            "    model: EPYC 9175F", "    model: EPYC 9175F\n    sockets: 2\n    numa_nodes: 8"
+        )
+    )
+    result = run_cli(["plan", "--json", "--allow-outside", str(numa)])
+    assert result.code == 0, result.stderr
+    _keys(json.loads(result.stdout), found)
     assert sorted(shown - found) == [], "the page shows keys no plan prints"
 
 

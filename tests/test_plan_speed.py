@@ -496,13 +496,14 @@ def test_tokens_per_step() -> None:
 def test_seed004s_beelink_prints_a_speed_from_the_cpu_the_seed_states() -> None:
     """Seed 004's Beelink (Core i5-1235U, 32GB DDR4-3200, CPU only): "Peak throughput:
     10.44 tok/s" at 8 threads. The layout carries the CPU, so its plan prints a speed:
-    13.1 tok/s, 25 % fast (a 15 W laptop part reads less of its peak than the fitting
-    machines: a miss, said in the docs, not fitted away)."""
+    10.5 tok/s (measured 2026-11-28). Gemma 4 ties its output to token_embd (262,144 x
+    2,816): reading that copy each token is 0.6 of the 2.9 GB a token reads; left out,
+    the plan read 13.2, 26 % fast."""
     v = validate_file(LAYOUTS / "beelink-cpu-only.yaml")
     assert v.spec.host.cpu.model == "Core i5-1235U" and v.spec.host.efficiency is None
     s = v.plan.service("gemma4-26b").speed
     assert isinstance(s, SpeedPlan) and s.host_figure == "peak"
-    assert 0 < s.decode_tps / 10.44 - 1 < 0.30
+    assert abs(s.decode_tps / 10.44 - 1) < 0.10
 
 
 def test_a_given_speculative_acceptance_replaces_the_default(tmp_path: Path) -> None:
