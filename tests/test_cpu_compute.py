@@ -249,3 +249,46 @@ def test_plan_prices_trellis_host_weights_and_drops_the_caveat(tmp_path: Path) -
     assert f is not None
     assert quant == "IQ3_KT" and rate == pytest.approx(8 * 4.2e9 * f.weights_per_cycle())  # type: ignore[operator]
     assert eight.decode_tps == model.decode(priced, w, 0).tps
+
+
+def _q2k(text: str) -> str:
+    """TRELLIS_PROFILE with every matrix in Q2_K (84 bytes a 256 weights)."""
+    out = []
+    for line in text.splitlines(True):
+        if "type: f16" in line or "type: iq3_kt" in line:
+            shape = [int(x) for x in line.split("shape: [")[1].split("]")[0].split(", ")]
+            n = shape[0] * shape[1]
+            line = (
+                line.split("type:")[0] + f"type: q2_K, shape: {shape}, bytes: {n * 84 // 256}}}\n"
+            )
+        out.append(line)
+    return "".join(out)
+
+
+def test_rtr_is_said_only_where_no_repacked_figure_prices_the_type(tmp_path: Path) -> None:
+    """-rtr repacks host weights: priced by the repacked rows where a figure has them
+    (ik_llama.cpp's Q2_K/rtr on Zen 4, which a Zen 5 EPYC takes; at 2 threads the
+    other repacked figures were already memory-bound), said under the speed where none
+    does (IQ3_KT repacked; f16)."""
+    profile = tmp_path / "kt.yaml"
+    profile.write_text(TRELLIS_PROFILE)
+    q2 = tmp_path / "q2.yaml"
+    q2.write_text(_q2k(TRELLIS_PROFILE))
+    assert "f16" not in q2.read_text() and "iq3_kt" not in q2.read_text()
+    found = {}
+    for name, path, args in (
+        ("kt", profile, "[-rtr]"),
+        ("q2", q2, "[-rtr]"),
+        ("q2-plain", q2, "[]"),
+    ):
+        spec = tmp_path / f"spec-{name}.yaml"
+        text = SPEC.format(cpu="EPYC 9175F", profile=path, threads=2)
+        spec.write_text(text + f"    args: {args}\n")
+        speed = validate_file(spec).plan.service("lane").speed
+        assert isinstance(speed, SpeedPlan)
+        found[name] = speed
+    (said,) = [c for c in found["kt"].caveats if c.startswith("-rtr")]
+    assert "IQ3_KT" in said and "types no figure has" in said  # and the f16 output
+    assert not any(c.startswith("-rtr") for c in found["q2"].caveats)
+    # the repacked rows priced at their own figure (compute joins the reading)
+    assert found["q2"].decode_tps != found["q2-plain"].decode_tps

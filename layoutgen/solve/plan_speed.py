@@ -151,7 +151,13 @@ def machine(spec: Spec, rs: ResolvedService) -> Machine | str:
     )
     cores = cpu.cores if cpu is not None else spec.host.cpu.cores
     mems = [
-        Memory(HOST, bw if bw is not None else math.nan, cpu_flops, threads=min(threads, cores))
+        Memory(
+            HOST,
+            bw if bw is not None else math.nan,
+            cpu_flops,
+            threads=min(threads, cores),
+            arrivals=threads,
+        )
     ]
     by_id = {g.id: g for g in spec.host.gpus}
     for gid in rs.gpus:
@@ -754,7 +760,6 @@ def _caveats(
     on (its host's compute rates: a trellis type they price needs no caveat)."""
     out: list[str] = []
     rated = {q for q, _ in m.memory(HOST).compute} if m is not None else set()
-    args = " ".join(rs.service.args)
     host_weights = sum(c.nbytes for c in w.chunks if c.device == HOST)
     if reads_host(w):
         room = spec.host.ram - spec.host.ram_reserve
@@ -776,14 +781,17 @@ def _caveats(
                 "published figure prices them on this CPU and runtime: host layers of "
                 "them decode slower than this"
             )
-        if re.search(r"(^|\s)(-rtr|--run-time-repack)\b", args):
-            out.append("-rtr repacks host weights at load: its effect on decode is not modelled")
-        threads = rs.threads
-        if threads is not None and threads > spec.host.cpu.cores:
-            out.append(
-                f"{threads} threads on {spec.host.cpu.cores} cores: decode often slows past "
-                "the cores; the model counts the threads' barriers, not their fight for cores"
-            )
+        if _rtr(rs):
+            # priced where a published figure times the repacked rows (with_compute)
+            left = sorted(q.upper() for q in set(typed_weights(w).get(HOST, {})) - rated)
+            if any(c.device == HOST and c.nbytes > 0 and not c.quant for c in w.chunks):
+                left.append("types no figure has")
+            if left:
+                out.append(
+                    f"-rtr repacks host weights at load: no published figure prices the "
+                    f"repacked {', '.join(left)} on this CPU and runtime; their bytes "
+                    "alone price them"
+                )
     return tuple(out)
 
 

@@ -124,7 +124,7 @@ def machine(d: dict[str, Any], threads: int | None = None) -> Machine:
             )
         )
         n = threads or int(d.get("threads", cpu.cores))
-        mems = [Memory(HOST, bw, cpu.flops(n), threads=min(n, cpu.cores))]
+        mems = [Memory(HOST, bw, cpu.flops(n), threads=min(n, cpu.cores), arrivals=n)]
     for i, name in enumerate(d.get("gpus", [])):
         g = hardware.gpu(name)
         mems.append(Memory(f"CUDA{i}", g.bandwidth, g.fp16_flops, g.pcie))

@@ -67,6 +67,10 @@ class Memory:
     #: published CPU kernel throughput (layoutgen.speed.cpu_compute.rates); a chunk
     #: of another type is priced at its bytes alone
     compute: tuple[tuple[str, float], ...] = ()
+    #: host RAM: the decoding threads that meet at each op's barrier, SMT siblings and
+    #: threads beyond the cores included (``threads`` counts the cores they compute on);
+    #: 0: as ``threads``
+    arrivals: int = 0
     #: host RAM: the CPU sockets its decoding threads span (layoutgen.speed.numa):
     #: their barriers cross the link between them (``Constants.cross_socket``)
     sockets: int = 1
@@ -387,11 +391,12 @@ def layer_overhead(mem: Memory, layers: float, k: Constants = DEFAULT) -> float:
     """Seconds a token spends on MEM's LAYERS besides reading and computing: a GPU
     launches each layer's kernels (``k.gpu_layer``); host RAM's threads are woken and
     meet at barriers, each arrival an atomic on one cache line, so it costs more the
-    more threads come (``k.cpu_layer_thread`` x threads), and more again where they
-    span sockets (``k.cross_socket``)."""
+    more threads come (``k.cpu_layer_thread`` x threads, every one that arrives: two
+    on a core's SMT siblings cost two), and more again where they span sockets
+    (``k.cross_socket``)."""
     if mem.name == HOST:
         crossing = k.cross_socket if mem.sockets > 1 else 1.0
-        return layers * mem.threads * k.cpu_layer_thread * crossing
+        return layers * (mem.arrivals or mem.threads) * k.cpu_layer_thread * crossing
     return layers * k.gpu_layer
 
 
