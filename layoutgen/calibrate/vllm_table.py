@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -208,23 +208,6 @@ def loss(records: Sequence[Record], k: VllmConstants) -> float:
     return sum(sum(v) / len(v) for v in by.values())
 
 
-def _golden(f: Callable[[float], float], lo: float, hi: float, iters: int = 40) -> float:
-    g = (math.sqrt(5) - 1) / 2
-    a, b = lo, hi
-    c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = f(c), f(d)
-    for _ in range(iters):
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - g * (b - a)
-            fc = f(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + g * (b - a)
-            fd = f(d)
-    return (a + b) / 2
-
-
 def fit(records: Sequence[Record], sweeps: int = 6) -> VllmConstants:
     """The constants of :data:`BOUNDS` on RECORDS, by coordinate descent (a term no
     record's link exercises stays 0: the held-out machine then gets the links below
@@ -238,7 +221,7 @@ def fit(records: Sequence[Record], sweeps: int = 6) -> VllmConstants:
             def varied(v: float, n: str = name, at: VllmConstants = k) -> float:
                 return loss(records, replace(at, **{n: v}))
 
-            k = replace(k, **{name: _golden(varied, lo, hi)})
+            k = replace(k, **{name: model.golden(varied, lo, hi, 40)})
     return k
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -135,24 +135,6 @@ def loss(records: Sequence[cases.Record], g: Globals) -> float:
     return total
 
 
-def _golden(f: Callable[[float], float], lo: float, hi: float, iters: int) -> float:
-    """Minimum of F over [LO, HI], searched on a log scale."""
-    a, b = math.log(lo), math.log(hi)
-    r = (math.sqrt(5) - 1) / 2
-    c, d = b - r * (b - a), a + r * (b - a)
-    fc, fd = f(math.exp(c)), f(math.exp(d))
-    for _ in range(iters):
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - r * (b - a)
-            fc = f(math.exp(c))
-        else:
-            a, c, fc = c, d, fd
-            d = a + r * (b - a)
-            fd = f(math.exp(d))
-    return math.exp((a + b) / 2)
-
-
 def fit(records: Sequence[cases.Record], sweeps: int = 3, iters: int = 30) -> Globals:
     """The globals minimising :func:`loss` on RECORDS (coordinate descent, each constant
     by golden section within :data:`BOUNDS`); a constant no record reads keeps its
@@ -188,7 +170,7 @@ def _descend(
             def varied(v: float, n: str = name, at: Globals = at) -> float:
                 return loss(records, replace(at, **{n: v}))
 
-            g = replace(g, **{name: _golden(varied, lo, hi, iters)})
+            g = replace(g, **{name: model.golden(varied, lo, hi, iters, log=True)})
     return g
 
 

@@ -456,17 +456,27 @@ class Fit:
         return max(abs(p / m - 1.0) for _, p, m in self.rows)
 
 
-def _golden(f: Callable[[float], float], lo: float, hi: float, iters: int = 80) -> float:
+def golden(
+    f: Callable[[float], float], lo: float, hi: float, iters: int = 80, *, log: bool = False
+) -> float:
+    """The minimum of a unimodal F over [LO, HI] by golden-section search, ITERS
+    narrowings, each evaluating F once; LOG: searched on a log scale (LO > 0), for a
+    constant whose bounds span decades."""
     g = (math.sqrt(5) - 1) / 2
-    a, b = lo, hi
+    to, back = (math.log, math.exp) if log else (float, float)
+    a, b = to(lo), to(hi)
     c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(back(c)), f(back(d))
     for _ in range(iters):
-        if f(c) < f(d):
-            b = d
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(back(c))
         else:
-            a = c
-        c, d = b - g * (b - a), a + g * (b - a)
-    return (a + b) / 2
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(back(d))
+    return back((a + b) / 2)
 
 
 Target = Literal["host", "gpu"]
@@ -523,11 +533,11 @@ def fit(
 
         def loss_slope(s: float) -> float:
             cand = with_slope(s)
-            return loss_eta(cand)(_golden(loss_eta(cand), 0.01, 2.0))
+            return loss_eta(cand)(golden(loss_eta(cand), 0.01, 2.0))
 
-        slope = _golden(loss_slope, -0.95, 0.95, iters=60)
+        slope = golden(loss_slope, -0.95, 0.95, iters=60)
         ms = with_slope(slope)
-    eta = _golden(loss_eta(ms), 0.01, 2.0)
+    eta = golden(loss_eta(ms), 0.01, 2.0)
     preds = _predict(ms, eta, k, target)
     rows = tuple((x.name, p, x.measured_tps) for x, p in zip(ms, preds, strict=True))
     return Fit(eta, slope, rows)
