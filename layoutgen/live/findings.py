@@ -543,9 +543,15 @@ def check_host(v: Validated, live: LiveHost) -> list[_Found]:
                 f"(name: {name.split('.', 1)[0]})",
             )
         )
-    for key, spec_n, here, how in (
-        ("cores", host.cpu.cores, live.cpu_cores, live.cpu_cores_how),
-        ("threads", host.cpu.threads, live.cpu_threads, live.cpu_threads_how),
+    threads = "the services' threads are checked against the spec's"
+    numa = (
+        "the plan's speed reads host RAM by the spec's NUMA layout (a BIOS NPS/SNC change moves it)"
+    )
+    for key, spec_n, here, how, why in (
+        ("cores", host.cpu.cores, live.cpu_cores, live.cpu_cores_how, threads),
+        ("threads", host.cpu.threads, live.cpu_threads, live.cpu_threads_how, threads),
+        ("sockets", host.cpu.sockets, live.cpu_sockets, "distinct physical ids", numa),
+        ("numa_nodes", host.cpu.nodes, live.cpu_numa_nodes, "/sys/devices/system/node", numa),
     ):
         if here is None or here == spec_n:
             continue
@@ -553,24 +559,8 @@ def check_host(v: Validated, live: LiveHost) -> list[_Found]:
             _warning(
                 "cpu",
                 ("host", "cpu", key),
-                f"host.cpu.{key}: the spec says {spec_n}, this host has {here} ({how}): the "
-                f"services' threads are checked against the spec's; write {key}: {here} "
-                "(layoutgen probe reads it)",
-            )
-        )
-    for key, spec_n, here, how in (
-        ("sockets", host.cpu.sockets, live.cpu_sockets, "distinct physical ids"),
-        ("numa_nodes", host.cpu.nodes, live.cpu_numa_nodes, "/sys/devices/system/node"),
-    ):
-        if here is None or here == spec_n:
-            continue
-        found.append(
-            _warning(
-                "cpu",
-                ("host", "cpu", key),
-                f"host.cpu.{key}: the spec says {spec_n}, this host has {here} ({how}): the "
-                f"plan's speed reads host RAM by the spec's NUMA layout (a BIOS NPS/SNC "
-                f"change moves it); write {key}: {here} (layoutgen probe reads it)",
+                f"host.cpu.{key}: the spec says {spec_n}, this host has {here} ({how}): "
+                f"{why}; write {key}: {here} (layoutgen probe reads it)",
             )
         )
     return found
