@@ -425,3 +425,41 @@ def test_an_ot_pattern_that_backtracks_is_said_at_import() -> None:
     )
     said = [w.message for w in imported.warnings if "-ot pattern" in w.message]
     assert len(said) == 1 and "(.*)*X" in said[0] and "validate refuses it" in said[0], said
+
+
+@pytest.mark.parametrize(
+    ("prefix", "numa"),
+    [
+        ("numactl -N 0 -m 0", {"policy": "bind", "nodes": [0]}),
+        ("numactl --cpunodebind=1,2 --membind=1-2", {"policy": "bind", "nodes": [1, 2]}),
+        ("numactl --interleave=all", {"policy": "interleave"}),
+        ("/usr/bin/numactl -i 0-3", {"policy": "interleave", "nodes": [0, 1, 2, 3]}),
+    ],
+)
+def test_numactl_becomes_the_services_numa(prefix: str, numa: dict[str, object]) -> None:
+    """numactl(8)'s node options the spec's numa: says the same as (issue 33: the NUMA
+    policy is the speed model's and the units'): interleave, and a bind of memory and
+    CPUs to the same nodes."""
+    doc, warnings = fragment(f"{prefix} llama-server -m /m/a.gguf -c 4096 --numa numactl")
+    (svc,) = doc["services"].values()
+    assert svc["numa"] == numa
+    assert not any("not reproduced" in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "numactl -m 0",  # memory bound, threads anywhere: the spec's bind binds both
+        "numactl -N 0 -m 1",
+        "numactl --physcpubind=0-55,112-167 --membind=0",
+        "numactl --cpunodebind=0 --interleave=all",  # ik_llama.cpp issue 756's
+        "numactl --preferred=0",
+        "numactl -i +1",
+        "taskset -c 0-15 numactl -i all",
+    ],
+)
+def test_other_numactl_forms_stay_not_reproduced(prefix: str) -> None:
+    doc, warnings = fragment(f"{prefix} llama-server -m /m/a.gguf -c 4096")
+    (svc,) = doc["services"].values()
+    assert "numa" not in svc
+    assert any("is not reproduced: the spec has no key for it" in w for w in warnings)

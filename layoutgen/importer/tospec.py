@@ -1082,6 +1082,76 @@ def _role_neutral(out: _Out, runtime: CommentedMap, split: bool) -> None:
         )
 
 
+#: numactl's options (numactl(8)) whose value names NUMA nodes, by what they set
+_NUMACTL = {
+    "-i": "interleave",
+    "--interleave": "interleave",
+    "-m": "membind",
+    "--membind": "membind",
+    "-N": "cpunodebind",
+    "--cpunodebind": "cpunodebind",
+}
+
+
+def _numactl(prefix: tuple[Word, ...]) -> tuple[CommentedMap, str] | None:
+    """The spec's ``numa:`` for a prefix that is numactl alone with what the key says:
+    ``--interleave=NODES`` (``numa: {policy: interleave}``, ``all`` every node), or
+    ``--cpunodebind=NODES --membind=NODES`` on the same nodes (``-N n -m n``: bind);
+    None for anything else (another wrapper, --physcpubind, --preferred, a membind
+    without the same CPU nodes), which stays "not reproduced"."""
+    if not prefix or re.split(r"[/\\]", prefix[0].text)[-1] != "numactl":
+        return None
+    got: dict[str, str] = {}
+    words = [w.text for w in prefix[1:]]
+    i = 0
+    while i < len(words):
+        name, eq, value = words[i].partition("=")
+        what = _NUMACTL.get(name)
+        if what is None or what in got:
+            return None
+        if not eq:
+            if i + 1 >= len(words):
+                return None
+            value, i = words[i + 1], i + 1
+        got[what] = value
+        i += 1
+    nodes = {k: _node_list(v) for k, v in got.items()}
+    out = CommentedMap()
+    if set(got) == {"interleave"} and nodes["interleave"] is not False:
+        out["policy"] = "interleave"
+        if nodes["interleave"] is not None:
+            out["nodes"] = nodes["interleave"]
+    elif (
+        set(got) == {"membind", "cpunodebind"}
+        and nodes["membind"]
+        and nodes["membind"] == nodes["cpunodebind"]
+    ):
+        out["policy"] = "bind"
+        out["nodes"] = nodes["membind"]
+    else:
+        return None
+    if "nodes" in out:
+        seq = CommentedSeq(out["nodes"])
+        seq.fa.set_flow_style()
+        out["nodes"] = seq
+    out.fa.set_flow_style()
+    return out, " ".join(w.text for w in prefix)
+
+
+def _node_list(text: str) -> list[int] | Literal[False] | None:
+    """numactl's node list (``0``, ``0,2``, ``0-3``) as numbers; None for ``all``;
+    False for what the key cannot say (``+1`` relative, ``!`` inverted, a CPU list)."""
+    if text == "all":
+        return None
+    found: list[int] = []
+    for part in text.split(","):
+        lo, dash, hi = part.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            return False
+        found += range(int(lo), int(hi if dash else lo) + 1)
+    return sorted(set(found)) if found and max(found) < 64 else False
+
+
 def _dropped(command: Command, out: _Out) -> None:
     """Warn about what the command sets that no spec key holds."""
     for word, written in command.dropped:
@@ -1101,9 +1171,15 @@ def _dropped(command: Command, out: _Out) -> None:
     interpreter = len(command.prefix) == 1 and re.fullmatch(
         r"python[0-9.]*", re.split(r"[/\\]", command.prefix[0].text)[-1]
     )
-    if command.prefix and not interpreter:  # python running vllm's script is no setting
-        shown = " ".join(w.text for w in command.prefix)
-        out.warn(command.prefix[0], f"{clip(shown)} is not reproduced: the spec has no key for it")
+    prefix = command.prefix
+    numa = _numactl(prefix)
+    if numa is not None:
+        value, text = numa
+        out.put("numa", value, f"from {clip(text)}")
+        prefix = ()
+    if prefix and not interpreter:  # python running vllm's script is no setting
+        shown = " ".join(w.text for w in prefix)
+        out.warn(prefix[0], f"{clip(shown)} is not reproduced: the spec has no key for it")
         out.notes.append(f"not reproduced: {clip(shown, 120)}")
     caps = []
     for c in command.capabilities:
