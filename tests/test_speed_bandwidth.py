@@ -159,17 +159,39 @@ def test_plan_depth_gives_the_speed_there_and_at_depth_0(tmp_path: Path) -> None
 
 
 def test_what_the_model_cannot_see_is_stated(tmp_path: Path) -> None:
-    text = DENSE.replace("    threads: 8\n", "    threads: 32\n    args: [--numa, distribute]\n")
+    """-rtr over a type no published figure prices (dense-tiny's f16, on ik_llama.cpp)
+    is said under the speed, in the text and the JSON alike."""
+    ik = DENSE.replace("kind: llama.cpp", "kind: ik_llama.cpp").replace(
+        "image: ghcr.io/ggml-org/llama.cpp:server",
+        'image: localhost/ik_llama.cpp:4840\n    version: "4840"',
+    )
+    text = ik.replace("    threads: 8\n", "    threads: 8\n    args: [-rtr]\n")
     s = _speed(_write(tmp_path, text), "lane")
-    said = " | ".join(s.caveats)
-    assert "--numa: NUMA placement is not modelled" in said
-    assert "32 threads on 16 cores" in said
+    (said,) = s.caveats
+    assert said.startswith("-rtr repacks host weights at load: no published figure prices")
     out = to_text(validate_file(_write(tmp_path, text, "c.yaml")).plan)
-    assert "    not modelled: --numa: NUMA placement" in out
+    assert f"    not modelled: {said}" in out
     doc = json.loads(to_json(validate_file(_write(tmp_path, text, "j.yaml")).plan))
     assert doc["services"]["lane"]["speed"]["caveats"] == list(s.caveats)
     # a plain service says nothing of the kind
-    assert _speed(_write(tmp_path, DENSE, "plain.yaml"), "lane").caveats == ()
+    assert _speed(_write(tmp_path, ik, "plain.yaml"), "lane").caveats == ()
+
+
+def test_threads_past_the_cores_and_numa_on_one_node_are_priced_not_said(
+    tmp_path: Path,
+) -> None:
+    """32 threads on 16 cores: the cores compute (the FLOPs floor of 16), but each of
+    the 32 arrives at every barrier: 3 layers x 16 threads x 6.3 us more than 16
+    threads; --numa distribute on a host of one node changes nothing. Neither is a
+    caveat now."""
+    sixteen = DENSE.replace("    threads: 8\n", "    threads: 16\n")
+    more = DENSE.replace("    threads: 8\n", "    threads: 32\n    args: [--numa, distribute]\n")
+    a, b = (
+        _speed(_write(tmp_path, sixteen), "lane"),
+        _speed(_write(tmp_path, more, "m.yaml"), "lane"),
+    )
+    assert a.caveats == b.caveats == () and b.numa is None
+    assert 1 / b.decode_tps - 1 / a.decode_tps == pytest.approx(3 * 16 * 6.3e-6, rel=1e-6)
 
 
 def test_calibrate_on_a_gpu_only_service_fits_the_gpus_efficiency(tmp_path: Path) -> None:
