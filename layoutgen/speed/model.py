@@ -34,7 +34,8 @@ are fitted together on tests/speed_data (layoutgen.speed.lomo, priors); ``python
 layoutgen.speed.lomo`` shows how each machine is predicted from the others.
 
 Prefill is compute-bound: per ubatch of B tokens each device needs
-2 x params_touched x B FLOPs at ``compute_efficiency`` x peak, or, for host-resident
+2 x params_touched x B FLOPs at ``compute_efficiency`` (a GPU's:
+``gpu_compute_efficiency``) x peak, or, for host-resident
 routed experts with B >= 32 and a GPU present, the weights streamed over PCIe to the GPU
 (llama.cpp's op offload copies the whole tensor), whichever the runtime does.
 A routed tensor touched by B tokens reads the expected share of distinct experts,
@@ -146,7 +147,13 @@ class Constants:
     hop_latency: float = 10e-6  # one CUDA copy + stream sync of a few KB (seconds)
     token_overhead: float = 0.5e-3  # sampling, graph reuse/launch per token (seconds)
     op_offload_min_batch: int = 32  # llama.cpp ggml_backend_sched: offload at >= 32 tokens
-    compute_efficiency: float = 0.5  # prefill FLOPs as a share of peak (untested)
+    #: prefill FLOPs as a share of peak, host RAM's CPU and a GPU's tensor units: fitted,
+    #: each machine weighing the same, on the public prompt runs of
+    #: tests/speed_data/prefill (layoutgen.speed.prefill_table): CPU-only runs 0.55
+    #: (folds 0.55-0.56), full-GPU runs 0.63 (folds 0.61-0.67); an order of magnitude
+    #: on a CPU, whose GEMM rate follows the type and runtime, not the FP32 peak
+    compute_efficiency: float = 0.55
+    gpu_compute_efficiency: float = 0.63
     #: host RAM bytes/s one decoding thread pulls at most (its outstanding misses over
     #: DRAM latency, less its share of the dequantising work): fitted on
     #: tests/speed_data (layoutgen.speed.lomo); 0 turns the limit off
@@ -426,12 +433,13 @@ def prefill_tps(m: Machine, w: Workload, ubatch: int, k: Constants = DEFAULT) ->
             gpu = m.gpus[0]
             routed = sum(c.nbytes for c in chunks if c.routed)
             dense_fl = sum(2.0 * c.params * ubatch for c in chunks if not c.routed)
-            seconds += routed / gpu.pcie + (fl - dense_fl) / (k.compute_efficiency * gpu.flops)
+            seconds += routed / gpu.pcie + (fl - dense_fl) / (k.gpu_compute_efficiency * gpu.flops)
             fl = dense_fl
         b = sum(c.nbytes * (touched if c.routed else 1.0) for c in chunks)
         if dev == HOST and offload:
             b = sum(c.nbytes for c in chunks if not c.routed)
-        seconds += max(b / (m.eta(dev) * mem.bandwidth), fl / (k.compute_efficiency * mem.flops))
+        eff = k.compute_efficiency if dev == HOST else k.gpu_compute_efficiency
+        seconds += max(b / (m.eta(dev) * mem.bandwidth), fl / (eff * mem.flops))
     seconds += hops(w) * k.hop_latency
     return ubatch / seconds
 
