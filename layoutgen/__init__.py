@@ -7,4 +7,4 @@ artifacts.  Stages are pure functions; I/O happens only at the ends.
 
 #: the one place the version is written: pyproject.toml reads it, `layoutgen --version`
 #: prints it, and each release is the git tag v<this> (CHANGELOG.md)
-__version__ = "0.2.1"
+__version__ = "0.3.0"
