@@ -716,8 +716,7 @@ def with_numa(
         line += f"; {found.spilled / 2**30:,.0f} GiB do not fit those nodes and go to others"
     if topo.link is None and topo.sockets > 1 and r.pages != "local":
         line += "; the link between sockets is not known (host.cpu.socket_link): not limited"
-    mems = tuple(host if x.name == HOST else x for x in m.memories)
-    return replace(m, memories=mems), line
+    return m.with_memory(host), line
 
 
 def _rtr(rs: ResolvedService) -> bool:
@@ -730,13 +729,13 @@ def with_compute(spec: Spec, rs: ResolvedService, m: Machine, w: Workload) -> Ma
     the types W keeps there, under the service's runtime (``-rtr``: the repacked rows),
     on ``host.cpu.model``'s instruction set and base clock and the decoding threads up to
     its cores; M itself without a CPU model, or where no type has a figure."""
-    if spec.host.cpu.model is None:
+    cpu = _cpu(spec)
+    if cpu is None:
         return m
     quants = set(typed_weights(w).get(HOST, {}))
     if not quants:
         return m
     kind = spec.runtimes[rs.service.runtime].kind
-    cpu = hardware.cpu(spec.host.cpu.model, spec.host.cpu.sockets)
     host = m.memory(HOST)
     rtr = _rtr(rs)
     found = cpu_compute.rates(cpu, host.threads, kind, {cpu_compute.key(q, rtr) for q in quants})
@@ -744,8 +743,7 @@ def with_compute(spec: Spec, rs: ResolvedService, m: Machine, w: Workload) -> Ma
     compute = tuple((q.removesuffix("/rtr"), r) for q, r in found)
     if not compute:
         return m
-    mems = tuple(replace(x, compute=compute) if x.name == HOST else x for x in m.memories)
-    return replace(m, memories=mems)
+    return m.with_memory(replace(host, compute=compute))
 
 
 #: the speed model's blind spots a spec can show: (what, why it matters)

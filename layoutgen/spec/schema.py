@@ -284,7 +284,6 @@ class Cpu(Strict):
         "every socket's memory); default: one a socket. The speed model "
         "reads host RAM by where a service's pages sit on them (docs: speed)",
     )
-
     socket_link: Bandwidth | None = Field(
         default=None,
         description="bytes/s one way between two sockets (AMD xGMI, Intel UPI), e.g. "

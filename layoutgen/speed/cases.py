@@ -204,7 +204,7 @@ def with_numa(m: Machine, d: dict[str, Any], r: dict[str, Any], w: Workload) -> 
     resident = sum(c.nbytes for c in w.chunks if c.device == HOST)
     cores = hardware.cpu(hw["cpu"], topo.sockets).cores
     host, _ = numa.host_memory(m.memory(HOST), topo, resident, numa_reading(d, r), cores)
-    return replace(m, memories=tuple(host if x.name == HOST else x for x in m.memories))
+    return m.with_memory(host)
 
 
 def quant_of(d: dict[str, Any], r: dict[str, Any]) -> str | None:
@@ -234,15 +234,14 @@ def with_compute(
     hw = d["hardware"]
     if not quant or hw.get("cpu") is None:
         return m
-    cpu = hardware.cpu(hw["cpu"])
+    cpu = hardware.cpu(hw["cpu"], int(hw.get("sockets", 1)))  # every socket's cores
     date = r.get("build_date", d.get("build_date"))
     compute = cpu_compute.rates(
         cpu, threads, str(d.get("runtime", "")), (quant,), date and str(date)
     )
     if not compute:
         return m
-    mems = tuple(replace(x, compute=compute) if x.name == HOST else x for x in m.memories)
-    return replace(m, memories=mems)
+    return m.with_memory(replace(m.memory(HOST), compute=compute))
 
 
 @dataclass(frozen=True)

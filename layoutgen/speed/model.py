@@ -94,6 +94,12 @@ class Machine:
             return self.efficiency
         return self.gpu_efficiency
 
+    def with_memory(self, mem: Memory) -> Machine:
+        """This machine with MEM in place of its memory of the same name."""
+        return replace(
+            self, memories=tuple(mem if x.name == mem.name else x for x in self.memories)
+        )
+
     def memory(self, name: str) -> Memory:
         for m in self.memories:
             if m.name == name:
